@@ -1,0 +1,158 @@
+#include "core/allocator.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.h"
+
+namespace ember {
+
+size_t Allocator::round_size(size_t nbytes) {
+  // Small blocks round to 512 bytes, large ones to 64 KiB: sizes that differ by a few elements
+  // share a bucket, and rounding never wastes more than ~1.5% of a large block.
+  constexpr size_t kSmall = 512, kLarge = 64 * 1024, kLargeFrom = 4 * 1024 * 1024;
+  size_t unit = nbytes >= kLargeFrom ? kLarge : kSmall;
+  return (nbytes + unit - 1) / unit * unit;
+}
+
+void* Allocator::allocate(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  size_t rounded = round_size(nbytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  void* ptr = nullptr;
+  auto it = cache_.find(rounded);
+  if (it != cache_.end() && !it->second.empty()) {
+    ptr = it->second.back();
+    it->second.pop_back();
+    ++stats_.cache_hits;
+  } else {
+    ptr = system_alloc(rounded);
+    if (!ptr) {  // give the cache back and try once more before reporting
+      release_cache_locked();
+      ptr = system_alloc(rounded);
+    }
+    EMBER_CHECK(ptr, "[allocator] out of memory on ", device_.str(), " allocating ", nbytes,
+                " bytes (live ", stats_.live_bytes, " bytes, reserved ", stats_.reserved_bytes, ")");
+    ++stats_.system_allocs;
+    stats_.reserved_bytes += static_cast<int64_t>(rounded);
+  }
+  ++stats_.alloc_count;
+  ++stats_.live_count;
+  stats_.live_bytes += static_cast<int64_t>(nbytes);
+  if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  return ptr;
+}
+
+void Allocator::deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache_[round_size(nbytes)].push_back(ptr);
+  --stats_.live_count;
+  stats_.live_bytes -= static_cast<int64_t>(nbytes);
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes = stats_.live_bytes;
+}
+
+void Allocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_cache_locked();
+}
+
+void Allocator::release_cache_locked() {
+  for (auto& [size, blocks] : cache_) {
+    for (void* p : blocks) {
+      system_free(p);
+      stats_.reserved_bytes -= static_cast<int64_t>(size);
+    }
+    blocks.clear();
+  }
+}
+
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  CpuAllocator() : Allocator(kCPU) {}
+  ~CpuAllocator() override { release_cache_locked(); }
+
+ protected:
+  // 64-byte alignment: a cache line, and enough for any SIMD load the compiler emits.
+  void* system_alloc(size_t nbytes) override { return std::aligned_alloc(64, nbytes); }
+  void system_free(void* ptr) override { std::free(ptr); }
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::array<std::function<std::unique_ptr<Allocator>(Device)>, kNumDeviceTypes> factories;
+  std::map<std::pair<int, int>, std::unique_ptr<Allocator>> allocators;
+};
+
+Registry& registry() {
+  // Never destroyed: storages held by static objects may be freed during exit.
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    reg->factories[static_cast<int>(DeviceType::CPU)] = [](Device) {
+      return std::unique_ptr<Allocator>(new CpuAllocator);
+    };
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+void register_allocator_factory(DeviceType type, std::function<std::unique_ptr<Allocator>(Device)> f) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.factories[static_cast<int>(type)] = std::move(f);
+}
+
+Allocator& allocator_for(Device device) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto key = std::make_pair(static_cast<int>(device.type), device.index);
+  auto it = r.allocators.find(key);
+  if (it != r.allocators.end()) return *it->second;
+  auto& factory = r.factories[static_cast<int>(device.type)];
+  EMBER_CHECK(factory, "[allocator] no allocator for ", device.str(), " (built without CUDA)");
+  return *(r.allocators[key] = factory(device));
+}
+
+namespace memory {
+
+MemoryStats stats(Device device) { return allocator_for(device).stats(); }
+void reset_peak(Device device) { allocator_for(device).reset_peak(); }
+void empty_cache(Device device) { allocator_for(device).empty_cache(); }
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while ((v >= 1024.0 || v <= -1024.0) && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string summary(Device device) {
+  MemoryStats s = stats(device);
+  return detail::concat("memory on ", device.str(), ": live ", format_bytes(s.live_bytes), " in ",
+                        s.live_count, " storage(s), peak ", format_bytes(s.peak_bytes), ", reserved ",
+                        format_bytes(s.reserved_bytes), "; ", s.alloc_count, " allocation(s), ",
+                        s.cache_hits, " from the cache, ", s.system_allocs, " from the system");
+}
+
+}  // namespace memory
+}  // namespace ember

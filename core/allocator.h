@@ -1,0 +1,78 @@
+#pragma once
+// Note [Caching allocator and exact statistics]
+// Every tensor's bytes come from the allocator of its device. Freed blocks are not returned to
+// the system but kept in a cache keyed by their (rounded) size and handed out again: a training
+// step allocates the same sizes every iteration, so after the first step there are no system
+// allocations (and no page faults) at all. The same class serves the CPU (aligned malloc) and
+// CUDA (cudaMalloc); a backend only supplies system_alloc/system_free.
+//
+// Statistics count the bytes tensors asked for, not the rounded block sizes, so a test can
+// predict them exactly: live_bytes is the sum of nbytes of every storage alive right now,
+// peak_bytes the maximum live_bytes since the last reset_peak(). reserved_bytes is what the
+// allocator holds from the system (live blocks + cache, rounded).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace ember {
+
+struct MemoryStats {
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t reserved_bytes = 0;
+  int64_t live_count = 0;     // storages alive
+  int64_t alloc_count = 0;    // allocate() calls since start
+  int64_t cache_hits = 0;     // of those, served from the cache
+  int64_t system_allocs = 0;  // blocks obtained from the system
+};
+
+class Allocator {
+ public:
+  explicit Allocator(Device device) : device_(device) {}
+  virtual ~Allocator() = default;
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  void* allocate(size_t nbytes);
+  void deallocate(void* ptr, size_t nbytes);
+
+  MemoryStats stats() const;
+  void reset_peak();
+  void empty_cache();
+  Device device() const { return device_; }
+
+ protected:
+  // Release every cached block; a backend's destructor calls this while it can still free.
+  void release_cache_locked();
+  virtual void* system_alloc(size_t nbytes) = 0;  // nullptr when out of memory
+  virtual void system_free(void* ptr) = 0;
+
+ private:
+  static size_t round_size(size_t nbytes);
+
+  Device device_;
+  mutable std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  MemoryStats stats_;
+};
+
+// The allocator of a device. CPU's always exists; a backend registers a factory for its type.
+Allocator& allocator_for(Device device);
+void register_allocator_factory(DeviceType type, std::function<std::unique_ptr<Allocator>(Device)> f);
+
+namespace memory {
+MemoryStats stats(Device device = kCPU);
+void reset_peak(Device device = kCPU);
+void empty_cache(Device device = kCPU);
+std::string summary(Device device = kCPU);  // a few human-readable lines
+std::string format_bytes(int64_t bytes);    // "1.50 MiB"
+}  // namespace memory
+
+}  // namespace ember

@@ -1,0 +1,214 @@
+// Note [The backward engine]
+// 1. Walk the graph from the roots and count, for every node, how many edges point at it.
+// 2. Seed the roots' input buffers with the output gradients.
+// 3. Repeatedly take a ready node (all its dependencies delivered), highest sequence number
+//    first, i.e. the reverse of the order the forward created them. Run it, free its saved
+//    tensors (unless retain_graph), and add each gradient it returns into the input buffer of
+//    the node at the other end of the edge; a gradient that arrives twice at one input is summed
+//    there. A node whose last dependency arrives becomes ready.
+// Freeing saved tensors as soon as their node ran is what makes live memory fall during the
+// backward instead of staying at the forward's peak until the end.
+#include "core/autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "core/autograd/function.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/ops.h"
+
+namespace ember::autograd {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)) {}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor& g = grads[0];
+  if (g.defined()) {
+    // A fresh copy on first arrival: the incoming gradient may alias another leaf's gradient
+    // or an op's buffer, and zero_grad() later writes into .grad in place.
+    leaf->grad = leaf->grad.defined() ? leaf->grad + g : g.clone();
+  }
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return Edge{impl->grad_fn, impl->output_nr};
+  if (!impl->requires_grad) return Edge{};
+  std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl->grad_accumulator = acc;
+  }
+  return Edge{acc, 0};
+}
+
+namespace detail {
+void set_history(Tensor& out, std::shared_ptr<Node> node) {
+  TensorImpl* impl = out.impl();
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+  impl->output_nr = 0;
+}
+}  // namespace detail
+
+namespace {
+
+struct ByPriority {
+  bool operator()(const Node* a, const Node* b) const {
+    // AccumulateGrad first, so leaf gradients land (and buffers free) as early as possible.
+    bool acc_a = dynamic_cast<const AccumulateGrad*>(a) != nullptr;
+    bool acc_b = dynamic_cast<const AccumulateGrad*>(b) != nullptr;
+    if (acc_a != acc_b) return acc_b;
+    return a->sequence_nr < b->sequence_nr;
+  }
+};
+
+void accumulate_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
+
+void check_gradient(const Node& node, size_t i, const Tensor& g) {
+  const std::vector<Shape>* shapes = node.input_shapes();
+  if (!shapes || !g.defined()) return;
+  EMBER_CHECK(g.shape() == (*shapes)[i], "[", node.name(), "] backward returned a gradient of shape ",
+              shape_str(g.shape()), " for input ", i, " of shape ", shape_str((*shapes)[i]));
+}
+
+// Runs the graph. With `captures` (autograd::grad), gradients arriving at the listed
+// (node, input) pairs are stored in `captured` and AccumulateGrad nodes do not run.
+void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+         const std::vector<Edge>* captures, std::vector<Tensor>* captured) {
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, int> dependencies;
+  {
+    std::vector<Node*> stack;
+    std::unordered_map<Node*, bool> seen;
+    for (const Edge& e : roots)
+      if (e.valid() && !seen[e.node.get()]) {
+        seen[e.node.get()] = true;
+        stack.push_back(e.node.get());
+      }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next) {
+        if (!e.valid()) continue;
+        ++dependencies[e.node.get()];
+        if (!seen[e.node.get()]) {
+          seen[e.node.get()] = true;
+          stack.push_back(e.node.get());
+        }
+      }
+    }
+  }
+
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
+    auto& b = buffers[n];
+    if (b.empty()) b.resize(static_cast<size_t>(n->num_outputs()));
+    return b;
+  };
+  std::priority_queue<Node*, std::vector<Node*>, ByPriority> ready;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (!roots[i].valid()) continue;
+    accumulate_into(buffer_of(roots[i].node.get())[roots[i].input_nr], root_grads[i]);
+  }
+  for (const Edge& e : roots)
+    if (e.valid() && dependencies[e.node.get()] == 0) {
+      dependencies[e.node.get()] = -1;  // queued
+      ready.push(e.node.get());
+    }
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> inputs = std::move(buffer_of(node));
+    buffers.erase(node);
+    if (captures) {
+      for (size_t c = 0; c < captures->size(); ++c)
+        if ((*captures)[c].node.get() == node) (*captured)[c] = inputs[(*captures)[c].input_nr];
+      if (dynamic_cast<AccumulateGrad*>(node)) continue;
+    }
+    bool any_defined = false;
+    for (const Tensor& g : inputs) any_defined |= g.defined();
+    std::vector<Tensor> outputs;
+    if (any_defined) outputs = node->apply(std::move(inputs));
+    if (!retain_graph) node->release_saved();
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const Edge& e = node->next[i];
+      if (!e.valid()) continue;
+      if (i < outputs.size() && outputs[i].defined()) {
+        check_gradient(*node, i, outputs[i]);
+        accumulate_into(buffer_of(e.node.get())[e.input_nr], outputs[i]);
+      }
+      if (--dependencies[e.node.get()] == 0) ready.push(e.node.get());
+    }
+  }
+}
+
+std::vector<Edge> root_edges(const std::vector<Tensor>& outputs, const char* api) {
+  std::vector<Edge> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    EMBER_CHECK(t.defined(), "[", api, "] output ", i, " is an undefined tensor");
+    EMBER_CHECK(t.requires_grad(), "[", api, "] element ", i,
+                " of tensors does not require grad and does not have a grad_fn");
+    roots.push_back(gradient_edge(t));
+  }
+  return roots;
+}
+
+std::vector<Tensor> seed_gradients(const std::vector<Tensor>& outputs,
+                                   const std::vector<Tensor>& grad_outputs, const char* api) {
+  EMBER_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "[", api, "] got ",
+              grad_outputs.size(), " gradient(s) for ", outputs.size(), " output(s)");
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!g.defined()) {
+      EMBER_CHECK(out.numel() == 1, "[", api, "] grad can be implicitly created only for scalar "
+                  "outputs, got an output of shape ", shape_str(out.shape()));
+      g = ones(out.shape(), TensorOptions(out.dtype()).with_device(out.device()));
+    } else {
+      EMBER_CHECK(g.shape() == out.shape(), "[", api, "] gradient of shape ", shape_str(g.shape()),
+                  " does not match output ", i, " of shape ", shape_str(out.shape()));
+      EMBER_CHECK(g.dtype() == out.dtype() && g.device() == out.device(), "[", api, "] gradient is ",
+                  g.dtype(), " on ", g.device(), " but output ", i, " is ", out.dtype(), " on ",
+                  out.device());
+    }
+    seeds.push_back(g);
+  }
+  return seeds;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+              bool retain_graph) {
+  std::vector<Edge> roots = root_edges(outputs, "backward");
+  run(roots, seed_gradients(outputs, grad_outputs, "backward"), retain_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  std::vector<Edge> roots = root_edges(outputs, "autograd::grad");
+  std::vector<Edge> captures;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EMBER_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "[autograd::grad] input ", i,
+                " does not require grad");
+    captures.push_back(gradient_edge(inputs[i]));
+  }
+  std::vector<Tensor> captured(inputs.size());
+  run(roots, seed_gradients(outputs, grad_outputs, "autograd::grad"), retain_graph, &captures, &captured);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EMBER_CHECK(captured[i].defined(), "[autograd::grad] input ", i, " (shape ",
+                shape_str(inputs[i].shape()), ") is not reachable from the outputs");
+  return captured;
+}
+
+}  // namespace ember::autograd

@@ -1,0 +1,126 @@
+#pragma once
+// Note [Writing an op]
+// An op is a struct with a static forward and a static backward side by side:
+//
+//   struct Exp : Function<Exp> {
+//     static constexpr const char* name = "exp";
+//     static Tensor forward(Ctx& c, const Tensor& x) { Tensor y = unary_kernel(...); c.save(y); return y; }
+//     static Grads backward(Ctx& c, const Tensor& g) { return {g * c.saved(0)}; }
+//   };
+//
+// Exp::apply(x) runs forward without recording (grad mode off inside, so forward may use other
+// ops freely) and, when grad mode is on and some tensor argument requires grad, wraps the
+// context in a FunctionNode connected to the inputs' gradient edges. backward returns one
+// gradient per tensor argument, in argument order (std::vector<Tensor> arguments count element
+// by element); an undefined Tensor means "no gradient". Gradients may be returned in a
+// broadcast shape: the op reduces them with sum_to before returning.
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/autograd/saved_tensor.h"
+
+namespace ember::autograd {
+
+using Grads = std::vector<Tensor>;
+
+class Ctx {
+ public:
+  Ctx(bool recording, const char* op_name) : recording_(recording), op_name_(op_name) {}
+
+  // Saving is free when nothing will run backward.
+  void save(const Tensor& t) {
+    if (recording_) saved_.emplace_back(t, op_name_);
+  }
+  Tensor saved(size_t i) const { return saved_.at(i).unpack(); }
+  bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
+  void release() {
+    for (auto& s : saved_) s.release();
+  }
+
+  // Non-tensor state an op keeps for its backward.
+  std::vector<int64_t> ints;
+  std::vector<double> scalars;
+  std::vector<Shape> shapes;
+  std::vector<Tensor> tensors;  // non-differentiable helpers (indices, masks): kept as they are
+
+ private:
+  template <class Op>
+  friend struct Function;
+  bool recording_;
+  const char* op_name_;
+  std::vector<SavedTensor> saved_;
+  std::vector<bool> needs_grad_;
+};
+
+template <class Op>
+struct FunctionNode final : Node {
+  FunctionNode() : ctx(true, Op::name) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return Op::backward(ctx, grads[0]); }
+  std::string name() const override { return Op::name; }
+  void release_saved() override { ctx.release(); }
+  const std::vector<Shape>* input_shapes() const override { return &shapes; }
+  Ctx ctx;
+  std::vector<Shape> shapes;
+};
+
+namespace detail {
+
+inline bool any_requires_grad() { return false; }
+template <class A, class... Rest>
+bool any_requires_grad(const A& a, const Rest&... rest) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    if (a.defined() && a.requires_grad()) return true;
+  } else if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+    for (const Tensor& t : a)
+      if (t.defined() && t.requires_grad()) return true;
+  }
+  return any_requires_grad(rest...);
+}
+
+template <class Op>
+void connect(FunctionNode<Op>&, std::vector<bool>&) {}
+template <class Op, class A, class... Rest>
+void connect(FunctionNode<Op>& node, std::vector<bool>& needs, const A& a, const Rest&... rest) {
+  auto add = [&](const Tensor& t) {
+    node.next.push_back(t.defined() ? gradient_edge(t) : Edge{});
+    node.shapes.push_back(t.defined() ? t.shape() : Shape{});
+    needs.push_back(node.next.back().valid());
+  };
+  if constexpr (std::is_same_v<A, Tensor>) {
+    add(a);
+  } else if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+    for (const Tensor& t : a) add(t);
+  }
+  connect(node, needs, rest...);
+}
+
+// Makes `out` a non-leaf output of `node`.
+void set_history(Tensor& out, std::shared_ptr<Node> node);
+
+}  // namespace detail
+
+template <class Op>
+struct Function {
+  template <class... Args>
+  static Tensor apply(const Args&... args) {
+    if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
+      Ctx ctx(false, Op::name);
+      NoGradGuard no_grad;
+      return Op::forward(ctx, args...);
+    }
+    auto node = std::make_shared<FunctionNode<Op>>();
+    detail::connect(*node, node->ctx.needs_grad_, args...);
+    Tensor out;
+    {
+      NoGradGuard no_grad;
+      out = Op::forward(node->ctx, args...);
+    }
+    detail::set_history(out, node);
+    return out;
+  }
+};
+
+}  // namespace ember::autograd

@@ -1,0 +1,59 @@
+#pragma once
+// Note [The autograd graph]
+// Every differentiable op that sees an input requiring grad creates a Node and records, for each
+// tensor input, an Edge to where that input's gradient must go: the node that produced the
+// input (its grad_fn, at the input's output_nr) or, for a leaf, the leaf's AccumulateGrad sink.
+// The graph therefore points from outputs back to inputs; the output tensor owns its grad_fn, so
+// the graph lives exactly as long as somebody holds a tensor that can reach it.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::autograd {
+
+struct Node;
+
+struct Edge {
+  std::shared_ptr<Node> node;
+  int input_nr = 0;
+  bool valid() const { return node != nullptr; }
+};
+
+struct Node {
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Gradients w.r.t. this node's forward outputs in, gradients w.r.t. its inputs out
+  // (one per edge in `next`, undefined where there is none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  virtual std::string name() const = 0;
+  virtual int num_outputs() const { return 1; }
+  // Frees saved tensors once the node ran in a backward without retain_graph.
+  virtual void release_saved() {}
+  // What each input looked like in the forward, so the engine can check gradient shapes.
+  virtual const std::vector<Shape>* input_shapes() const { return nullptr; }
+
+  std::vector<Edge> next;
+  // Later nodes run first among those ready, so backward follows the reverse of the forward.
+  const uint64_t sequence_nr;
+};
+
+// The sink of a leaf tensor: adds the incoming gradient into leaf.grad.
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf(std::move(leaf)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  std::shared_ptr<TensorImpl> leaf;
+};
+
+// Where a gradient for `t` must be sent: its grad_fn, or its (shared) AccumulateGrad for a leaf
+// that requires grad, or nowhere.
+Edge gradient_edge(const Tensor& t);
+
+}  // namespace ember::autograd

@@ -1,0 +1,130 @@
+#pragma once
+// Note [The kernel table]
+// Every computation that touches tensor memory goes through one of the kernels below. Each
+// kernel has one slot per device type; core/cpu/*.cpp fill the CPU slots and cuda/*.cu fill the
+// CUDA slots, both at start-up through static registrars. Ops (core/ops/*.cpp) never look at a
+// device: they check arguments, allocate outputs and call `kernels::name[device](args...)`.
+// An empty slot throws "[name] has no CUDA kernel (built without CUDA)".
+//
+// Contracts shared by all kernels: outputs are allocated by the caller (contiguous, except that
+// fill, copy, unary and binary also write through views for the in-place ops); inputs are on the
+// output's device; shapes are already checked and broadcast (stride-0 views), so a kernel never
+// has to report user errors.
+#include <array>
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/tensor.h"
+
+namespace ember::kernels {
+
+template <class Fn>
+class Kernel {
+ public:
+  constexpr explicit Kernel(const char* name) : name_(name) {}
+
+  void set(DeviceType type, Fn* fn) { slots_[static_cast<int>(type)] = fn; }
+  bool has(DeviceType type) const { return slots_[static_cast<int>(type)] != nullptr; }
+
+  Fn* operator[](Device device) const {
+    Fn* fn = slots_[static_cast<int>(device.type)];
+    EMBER_CHECK(fn, "[", name_, "] has no ", device.is_cuda() ? "CUDA" : "CPU",
+                " kernel (built without CUDA)");
+    return fn;
+  }
+
+ private:
+  const char* name_;
+  std::array<Fn*, kNumDeviceTypes> slots_{};
+};
+
+// Registers `fn` into `kernel` for `type` during static initialisation:
+//   static const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu);
+template <class Fn>
+bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
+  kernel.set(type, fn);
+  return true;
+}
+
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluDerivative,
+  PowScalar,   // x ^ a
+  Clamp,       // min(max(x, a), b)
+  InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
+  LeakyRelu,   // x > 0 ? x : a * x
+  AffineScalar // a * x + b (scalar add/mul/sub/div without a 0-d tensor)
+};
+
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+enum class ReduceOp { Sum, Mean, Max, Min };
+
+enum class RandomKind { Uniform, Normal };
+
+// out = value
+using FillFn = void(const Tensor& out, double value);
+// dst = src (same shape and device; any strides; converts dtype)
+using CopyFn = void(const Tensor& src, const Tensor& dst);
+// contiguous dst = contiguous src, across devices (registered by a device backend)
+using TransferFn = void(const Tensor& src, const Tensor& dst);
+// out = op(x, a, b); x has out's shape and dtype
+using UnaryFn = void(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b);
+// out = op(x, y); x and y have out's shape and one dtype; out is uint8 for comparisons
+using BinaryFn = void(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out);
+// out = cond ? x : y; all of out's shape; cond is uint8
+using WhereFn = void(const Tensor& cond, const Tensor& x, const Tensor& y, const Tensor& out);
+// x contiguous viewed as [outer, k, inner]; out[outer, inner] = op over k
+using ReduceFn = void(ReduceOp op, const Tensor& x, int64_t outer, int64_t k, int64_t inner,
+                      const Tensor& out);
+// like reduce, writing the int64 index of the maximum (first one on ties)
+using ArgmaxFn = void(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const Tensor& out);
+// out[b] = a[b] @ c[b]; a: [B, M, K], c: [B, K, N], out contiguous [B, M, N]. The last two dims
+// of a and c are row-major or column-major (a transposed view); batch strides may be 0.
+using MatmulFn = void(const Tensor& a, const Tensor& c, const Tensor& out);
+// x contiguous [rows, cols]; out = softmax (or log_softmax) over cols
+using SoftmaxFn = void(const Tensor& x, const Tensor& out, bool log);
+// logits contiguous [N, C], target int64 [N]; writes per-sample loss[N] and logsumexp[N].
+// Samples whose target is ignore_index get loss 0. smoothing is label smoothing in [0, 1).
+using CrossEntropyFwdFn = void(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                               double smoothing, const Tensor& loss, const Tensor& lse);
+// grad_logits[n, c] = grad_loss[n] * (softmax[n, c] - target distribution[n, c])
+using CrossEntropyBwdFn = void(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                               const Tensor& grad_loss, int64_t ignore_index, double smoothing,
+                               const Tensor& grad_logits);
+// x contiguous viewed as [outer, k, inner]; out[outer, j, inner] = x[outer, index[j], inner]
+using IndexSelectFn = void(const Tensor& x, const Tensor& index, int64_t outer, int64_t k,
+                           int64_t inner, const Tensor& out);
+// the adjoint: out[outer, index[j], inner] += src[outer, j, inner]; out already holds a value
+using IndexAddFn = void(const Tensor& src, const Tensor& index, int64_t outer, int64_t k,
+                        int64_t inner, const Tensor& out);
+// x contiguous viewed as [outer, k, inner], index contiguous [outer, m, inner];
+// out[o, j, i] = x[o, index[o, j, i], i]
+using GatherFn = void(const Tensor& x, const Tensor& index, int64_t outer, int64_t k, int64_t inner,
+                      const Tensor& out);
+// the adjoint: out[o, index[o, j, i], i] += src[o, j, i]
+using ScatterAddFn = void(const Tensor& src, const Tensor& index, int64_t outer, int64_t k,
+                          int64_t inner, const Tensor& out);
+// Philox stream (seed, offset): uniform in [a, b) or normal(mean a, std b)
+using RandomFn = void(RandomKind kind, const Tensor& out, uint64_t seed, uint64_t offset, double a,
+                      double b);
+
+inline Kernel<FillFn> fill{"fill"};
+inline Kernel<CopyFn> copy{"copy"};
+inline Kernel<TransferFn> transfer{"transfer"};
+inline Kernel<UnaryFn> unary{"unary"};
+inline Kernel<BinaryFn> binary{"binary"};
+inline Kernel<WhereFn> where{"where"};
+inline Kernel<ReduceFn> reduce{"reduce"};
+inline Kernel<ArgmaxFn> argmax{"argmax"};
+inline Kernel<MatmulFn> matmul{"matmul"};
+inline Kernel<SoftmaxFn> softmax{"softmax"};
+inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward"};
+inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward"};
+inline Kernel<IndexSelectFn> index_select{"index_select"};
+inline Kernel<IndexAddFn> index_add{"index_add"};
+inline Kernel<GatherFn> gather{"gather"};
+inline Kernel<ScatterAddFn> scatter_add{"scatter_add"};
+inline Kernel<RandomFn> random{"random"};
+
+}  // namespace ember::kernels

@@ -1,0 +1,110 @@
+#pragma once
+// Every differentiable op of the core, grouped as in core/ops/*.cpp (one file per family,
+// forward and backward side by side). Shapes broadcast with NumPy/PyTorch rules; binary ops on
+// two dtypes compute in the wider one (uint8 < int64 < float32 < float64). Comparisons return
+// uint8 masks (0/1) and carry no gradient.
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+// --- elementwise (core/ops/elementwise.cpp) ---
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& x, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor add_scalar(const Tensor& x, double value);  // x + value
+Tensor mul_scalar(const Tensor& x, double value);  // x * value
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);  // no gradient
+Tensor clamp(const Tensor& x, double min, double max);
+Tensor relu(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& x, double s);
+Tensor operator+(double s, const Tensor& x);
+Tensor operator-(const Tensor& x, double s);
+Tensor operator-(double s, const Tensor& x);
+Tensor operator*(const Tensor& x, double s);
+Tensor operator*(double s, const Tensor& x);
+Tensor operator/(const Tensor& x, double s);
+Tensor operator/(double s, const Tensor& x);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double s);
+Tensor operator!=(const Tensor& a, double s);
+Tensor operator<(const Tensor& a, double s);
+Tensor operator<=(const Tensor& a, double s);
+Tensor operator>(const Tensor& a, double s);
+Tensor operator>=(const Tensor& a, double s);
+
+// --- reductions (core/ops/reduce.cpp); dims may be negative, empty dims = all ---
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// amax semantics: the gradient is shared evenly between tied maxima
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor min(const Tensor& x);
+Tensor min(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, no gradient
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x's shape).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// --- matmul (core/ops/matmul.cpp): 1-D, 2-D and batched with broadcast batch dims ---
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// --- losses (core/ops/loss.cpp) ---
+enum class Reduction { None, Mean, Sum };
+// logits [N, C], target int64 class indices [N]. Fused log-softmax + NLL: numerically stable
+// and only a logsumexp per sample is kept for backward. Mean divides by the number of targets
+// that are not ignore_index (as PyTorch).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// --- indexing and joining (core/ops/index.cpp) ---
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// --- threads (core/cpu/parallel.cpp) ---
+// Sets the threads of ember's OpenMP loops and of OpenBLAS together.
+void set_num_threads(int n);
+int get_num_threads();
+
+}  // namespace ember

@@ -1,0 +1,132 @@
+// Copies and conversions (contiguous, clone, to(dtype), to(device)) and the in-place ops.
+#include "core/autograd/function.h"
+#include "core/autograd/grad_mode.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+
+namespace {
+
+struct Clone : Function<Clone> {
+  static constexpr const char* name = "clone";
+  static Tensor forward(Ctx&, const Tensor& x) {
+    Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
+    if (out.numel() > 0) kernels::copy[x.device()](x, out);
+    return out;
+  }
+  static Grads backward(Ctx&, const Tensor& g) { return {g}; }
+};
+
+struct Cast : Function<Cast> {
+  static constexpr const char* name = "to_dtype";
+  static Tensor forward(Ctx& c, const Tensor& x, DType dtype) {
+    c.ints = {static_cast<int64_t>(x.dtype())};
+    Tensor out = ops::empty_on(x.shape(), dtype, x.device());
+    if (out.numel() > 0) kernels::copy[x.device()](x, out);
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) { return {g.to(static_cast<DType>(c.ints[0]))}; }
+};
+
+struct ToDevice : Function<ToDevice> {
+  static constexpr const char* name = "to_device";
+  static Tensor forward(Ctx& c, const Tensor& x, Device device) {
+    c.ints = {static_cast<int64_t>(x.device().type), x.device().index};
+    Tensor src = x.contiguous();
+    Tensor out = ops::empty_on(x.shape(), x.dtype(), device);
+    // The backend that is not the CPU owns the transfer kernel.
+    if (out.numel() > 0) kernels::transfer[device.is_cpu() ? x.device() : device](src, out);
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    return {g.to(Device(static_cast<DeviceType>(c.ints[0]), static_cast<int>(c.ints[1])))};
+  }
+};
+
+// Note [In-place ops and autograd]
+// In-place ops write into the tensor's storage and bump its version counter, which is what
+// invalidates any saved copy of the old values (see Note [Saved tensors and versions]). They are
+// not recorded in the graph: writing in place into a tensor that takes part in autograd while
+// grad mode is on is refused with a clear error rather than producing wrong gradients. Under
+// NoGradGuard (optimizer steps, initialisation) they work on any tensor.
+void check_inplace(const Tensor& self, const Tensor* other, const char* op) {
+  ops::check_defined(self, op, "self");
+  bool tracked = self.requires_grad() || (other && other->defined() && other->requires_grad());
+  EMBER_CHECK(!(is_grad_enabled() && tracked), "[", op, "] in-place operation on a tensor of shape ",
+              shape_str(self.shape()), " that takes part in autograd; use the out-of-place op, or run it "
+              "under NoGradGuard");
+}
+
+// `other` (converted to self's dtype and device) broadcast to self's shape.
+Tensor broadcast_into(const Tensor& self, const Tensor& other, const char* op) {
+  ops::check_defined(other, op, "other");
+  Shape shape = broadcast_shapes(self.shape(), other.shape(), op);
+  EMBER_CHECK(shape == self.shape(), "[", op, "] cannot write a result of shape ", shape_str(shape),
+              " into a tensor of shape ", shape_str(self.shape()));
+  return other.to(self.device()).to(self.dtype()).expand(self.shape());
+}
+
+}  // namespace
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : Clone::apply(*this); }
+Tensor Tensor::clone() const { return Clone::apply(*this); }
+
+Tensor Tensor::to(DType dtype_) const {
+  if (dtype_ == dtype()) return *this;
+  EMBER_CHECK(!requires_grad() || !is_grad_enabled() || is_floating(dtype_), "[to] cannot cast a tensor that "
+              "requires grad to ", dtype_, " (gradients need a floating point dtype)");
+  return Cast::apply(*this, dtype_);
+}
+
+Tensor Tensor::to(Device device_) const {
+  if (device_ == device()) return *this;
+  return ToDevice::apply(*this, device_);
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace(*this, &other, "add_");
+  Tensor y = broadcast_into(*this, other, "add_");
+  if (alpha != 1.0) y = y * alpha;
+  if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Add, *this, y, *this);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::mul_(const Tensor& other) {
+  check_inplace(*this, &other, "mul_");
+  Tensor y = broadcast_into(*this, other, "mul_");
+  if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Mul, *this, y, *this);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::mul_(double value) {
+  check_inplace(*this, nullptr, "mul_");
+  if (numel() > 0) kernels::unary[device()](kernels::UnaryOp::AffineScalar, *this, *this, value, 0.0);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace(*this, nullptr, "fill_");
+  if (numel() > 0) kernels::fill[device()](*this, value);
+  storage()->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace(*this, &src, "copy_");
+  Tensor y = broadcast_into(*this, src, "copy_");
+  if (numel() > 0) kernels::copy[device()](y, *this);
+  storage()->bump_version();
+  return *this;
+}
+
+}  // namespace ember

@@ -1,0 +1,303 @@
+// Elementwise ops: forward (a kernel call) and backward (tensor ops, so any device) side by side.
+#include <cmath>
+
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+namespace ops {
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  check_defined(a, name);
+  check_defined(b, name);
+  check_same_device(a, b, name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  DType dtype = promote(a.dtype(), b.dtype());
+  if (op == BinaryOp::Div && !is_floating(dtype)) dtype = kFloat32;  // true division, as PyTorch
+  Tensor x = a.to(dtype).expand(shape), y = b.to(dtype).expand(shape);
+  Tensor out = empty_on(shape, kernels::is_comparison(op) ? kUInt8 : dtype, a.device());
+  if (out.numel() > 0) kernels::binary[a.device()](op, x, y, out);
+  return out;
+}
+}  // namespace ops
+
+namespace {
+
+// The gradient for an input of a broadcasting op: summed back to the input's shape and dtype.
+Tensor reduce_grad(const Tensor& g, const Ctx& c, size_t input) {
+  return sum_to(g, c.shapes[input]).to(static_cast<DType>(c.ints[input]));
+}
+
+void remember_inputs(Ctx& c, const Tensor& a, const Tensor& b) {
+  c.shapes = {a.shape(), b.shape()};
+  c.ints = {static_cast<int64_t>(a.dtype()), static_cast<int64_t>(b.dtype())};
+}
+
+struct Add : Function<Add> {
+  static constexpr const char* name = "add";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    return ops::binary_kernel(BinaryOp::Add, a, b, name);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g, c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g, c, 1) : Tensor()};
+  }
+};
+
+struct Sub : Function<Sub> {
+  static constexpr const char* name = "sub";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    return ops::binary_kernel(BinaryOp::Sub, a, b, name);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g, c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(-g, c, 1) : Tensor()};
+  }
+};
+
+struct Mul : Function<Mul> {
+  static constexpr const char* name = "mul";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    c.save(a);
+    c.save(b);
+    return ops::binary_kernel(BinaryOp::Mul, a, b, name);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g * c.saved(1), c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * c.saved(0), c, 1) : Tensor()};
+  }
+};
+
+struct Div : Function<Div> {
+  static constexpr const char* name = "div";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    c.save(a);
+    c.save(b);
+    return ops::binary_kernel(BinaryOp::Div, a, b, name);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor b = c.saved(1);
+    return {c.needs_input_grad(0) ? reduce_grad(g / b, c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(-g * c.saved(0) / (b * b), c, 1) : Tensor()};
+  }
+};
+
+struct Pow : Function<Pow> {
+  static constexpr const char* name = "pow";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    Tensor y = ops::binary_kernel(BinaryOp::Pow, a, b, name);
+    c.save(a);
+    c.save(b);
+    c.save(y);
+    return y;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor a = c.saved(0), b = c.saved(1);
+    return {c.needs_input_grad(0) ? reduce_grad(g * b * pow(a, b - 1.0), c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * c.saved(2) * log(a), c, 1) : Tensor()};
+  }
+};
+
+// maximum/minimum: the gradient goes to the winner; ties split it evenly (as PyTorch).
+template <BinaryOp Op>
+struct Extremum : Function<Extremum<Op>> {
+  static constexpr const char* name = Op == BinaryOp::Maximum ? "maximum" : "minimum";
+  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+    remember_inputs(c, a, b);
+    c.save(a);
+    c.save(b);
+    return ops::binary_kernel(Op, a, b, name);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor a = c.saved(0), b = c.saved(1);
+    Tensor wins_a = (Op == BinaryOp::Maximum ? gt(a, b) : lt(a, b)).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
+    return {c.needs_input_grad(0) ? reduce_grad(g * wins_a, c, 0) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * (1.0 - wins_a), c, 1) : Tensor()};
+  }
+};
+
+// y = a * x + b for scalars a, b: scalar add/sub/mul/div without a broadcast 0-d tensor.
+struct Affine : Function<Affine> {
+  static constexpr const char* name = "affine";
+  static Tensor forward(Ctx& c, const Tensor& x, double a, double b) {
+    c.scalars = {a};
+    return ops::unary_kernel(UnaryOp::AffineScalar, x, a, b);
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    return {c.scalars[0] == 1.0 ? g : ops::unary_kernel(UnaryOp::AffineScalar, g, c.scalars[0], 0.0)};
+  }
+};
+
+// Unary ops whose gradient is g * f'(saved), with f' computed by `derivative` from the input
+// (SaveOutput = false) or from the output (SaveOutput = true).
+template <class Derived, UnaryOp Op, bool SaveOutput>
+struct UnaryFunction : Function<Derived> {
+  static Tensor forward(Ctx& c, const Tensor& x, double a = 0, double b = 0) {
+    ops::check_floating(x, Derived::name);
+    c.scalars = {a, b};
+    Tensor y = ops::unary_kernel(Op, x, a, b);
+    c.save(SaveOutput ? y : x);
+    return y;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) { return {g * Derived::derivative(c.saved(0), c.scalars)}; }
+};
+
+struct Exp : UnaryFunction<Exp, UnaryOp::Exp, true> {
+  static constexpr const char* name = "exp";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y; }
+};
+struct Log : UnaryFunction<Log, UnaryOp::Log, false> {
+  static constexpr const char* name = "log";
+  static Tensor derivative(const Tensor& x, const std::vector<double>&) { return 1.0 / x; }
+};
+struct Sqrt : UnaryFunction<Sqrt, UnaryOp::Sqrt, true> {
+  static constexpr const char* name = "sqrt";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return 0.5 / y; }
+};
+struct Rsqrt : UnaryFunction<Rsqrt, UnaryOp::Rsqrt, true> {
+  static constexpr const char* name = "rsqrt";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return -0.5 * y * y * y; }
+};
+struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
+  static constexpr const char* name = "abs";
+  static Tensor derivative(const Tensor& x, const std::vector<double>&) { return sign(x); }
+};
+struct Relu : UnaryFunction<Relu, UnaryOp::Relu, true> {
+  static constexpr const char* name = "relu";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y > 0.0; }
+};
+struct LeakyRelu : UnaryFunction<LeakyRelu, UnaryOp::LeakyRelu, false> {
+  static constexpr const char* name = "leaky_relu";
+  static Tensor derivative(const Tensor& x, const std::vector<double>& s) {
+    return where(x > 0.0, ones_like(x), full(x.shape(), s[0], TensorOptions(x.dtype()).with_device(x.device())));
+  }
+};
+struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, true> {
+  static constexpr const char* name = "sigmoid";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y * (1.0 - y); }
+};
+struct Tanh : UnaryFunction<Tanh, UnaryOp::Tanh, true> {
+  static constexpr const char* name = "tanh";
+  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return 1.0 - y * y; }
+};
+struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, false> {
+  static constexpr const char* name = "gelu";
+  static Tensor derivative(const Tensor& x, const std::vector<double>&) {
+    return ops::unary_kernel(UnaryOp::GeluDerivative, x);
+  }
+};
+struct PowScalar : UnaryFunction<PowScalar, UnaryOp::PowScalar, false> {
+  static constexpr const char* name = "pow";
+  static Tensor derivative(const Tensor& x, const std::vector<double>& s) { return s[0] * pow(x, s[0] - 1.0); }
+};
+struct Clamp : UnaryFunction<Clamp, UnaryOp::Clamp, false> {
+  static constexpr const char* name = "clamp";
+  static Tensor derivative(const Tensor& x, const std::vector<double>& s) {
+    return ops::unary_kernel(UnaryOp::InRange, x, s[0], s[1]);
+  }
+};
+
+struct Where : Function<Where> {
+  static constexpr const char* name = "where";
+  static Tensor forward(Ctx& c, const Tensor& cond, const Tensor& a, const Tensor& b) {
+    EMBER_CHECK(cond.dtype() == kUInt8, "[where] condition must be a uint8 mask, got ", cond.dtype());
+    ops::check_same_device(cond, a, name);
+    ops::check_same_device(a, b, name);
+    Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
+    DType dtype = promote(a.dtype(), b.dtype());
+    remember_inputs(c, a, b);
+    c.tensors = {cond};
+    Tensor out = ops::empty_on(shape, dtype, a.device());
+    if (out.numel() > 0)
+      kernels::where[a.device()](cond.expand(shape), a.to(dtype).expand(shape), b.to(dtype).expand(shape), out);
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor mask = c.tensors[0].to(g.dtype());
+    return {Tensor(), c.needs_input_grad(1) ? reduce_grad(g * mask, c, 0) : Tensor(),
+            c.needs_input_grad(2) ? reduce_grad(g * (1.0 - mask), c, 1) : Tensor()};
+  }
+};
+
+struct Neg : Function<Neg> {
+  static constexpr const char* name = "neg";
+  static Tensor forward(Ctx&, const Tensor& x) { return ops::unary_kernel(UnaryOp::Neg, x); }
+  static Grads backward(Ctx&, const Tensor& g) { return {-g}; }
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return Add::apply(a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return Sub::apply(a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return Mul::apply(a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return Pow::apply(a, b); }
+Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent, 0.0); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Maximum>::apply(a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Minimum>::apply(a, b); }
+Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(x, 1.0, value); }
+Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(x, value, 0.0); }
+Tensor neg(const Tensor& x) { return Neg::apply(x); }
+Tensor exp(const Tensor& x) { return Exp::apply(x); }
+Tensor log(const Tensor& x) { return Log::apply(x); }
+Tensor sqrt(const Tensor& x) { return Sqrt::apply(x); }
+Tensor rsqrt(const Tensor& x) { return Rsqrt::apply(x); }
+Tensor abs(const Tensor& x) { return Abs::apply(x); }
+Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
+Tensor clamp(const Tensor& x, double min, double max) {
+  EMBER_CHECK(min <= max, "[clamp] min (", min, ") must not exceed max (", max, ")");
+  return Clamp::apply(x, min, max);
+}
+Tensor relu(const Tensor& x) { return Relu::apply(x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope, 0.0); }
+Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
+Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
+Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) { return Where::apply(condition, a, b); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Eq, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Ne, a, b, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Lt, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Le, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Gt, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Ge, a, b, "ge"); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& x, double s) { return add_scalar(x, s); }
+Tensor operator+(double s, const Tensor& x) { return add_scalar(x, s); }
+Tensor operator-(const Tensor& x, double s) { return add_scalar(x, -s); }
+Tensor operator-(double s, const Tensor& x) { return Affine::apply(x, -1.0, s); }
+Tensor operator*(const Tensor& x, double s) { return mul_scalar(x, s); }
+Tensor operator*(double s, const Tensor& x) { return mul_scalar(x, s); }
+Tensor operator/(const Tensor& x, double s) { return mul_scalar(x, 1.0 / s); }
+Tensor operator/(double s, const Tensor& x) { return mul_scalar(pow(x, -1.0), s); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double s) { return eq(a, ops::wrap_scalar(s, a)); }
+Tensor operator!=(const Tensor& a, double s) { return ne(a, ops::wrap_scalar(s, a)); }
+Tensor operator<(const Tensor& a, double s) { return lt(a, ops::wrap_scalar(s, a)); }
+Tensor operator<=(const Tensor& a, double s) { return le(a, ops::wrap_scalar(s, a)); }
+Tensor operator>(const Tensor& a, double s) { return gt(a, ops::wrap_scalar(s, a)); }
+Tensor operator>=(const Tensor& a, double s) { return ge(a, ops::wrap_scalar(s, a)); }
+
+}  // namespace ember

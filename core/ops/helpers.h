@@ -1,0 +1,44 @@
+#pragma once
+// Small helpers shared by the op files: argument checks that name the op, and "allocate the
+// output, call the kernel" for the elementwise families.
+#include "core/check.h"
+#include "core/kernels.h"
+#include "core/tensor.h"
+
+namespace ember::ops {
+
+inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
+  EMBER_CHECK(t.defined(), "[", op, "] ", what, " is an undefined tensor");
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  EMBER_CHECK(a.device() == b.device(), "[", op, "] expected tensors on one device, got ", a.device(), " (shape ",
+              shape_str(a.shape()), ") and ", b.device(), " (shape ", shape_str(b.shape()), ")");
+}
+
+inline void check_floating(const Tensor& t, const char* op) {
+  EMBER_CHECK(is_floating(t.dtype()), "[", op, "] expects a floating point tensor, got ", t.dtype(), " of shape ",
+              shape_str(t.shape()));
+}
+
+inline Tensor empty_on(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, TensorOptions(dtype).with_device(device));
+}
+
+// out = op(x, a, b) in a new contiguous tensor.
+inline Tensor unary_kernel(kernels::UnaryOp op, const Tensor& x, double a = 0, double b = 0) {
+  Tensor out = empty_on(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernels::unary[x.device()](op, x, out, a, b);
+  return out;
+}
+
+// Broadcasts, promotes dtypes and runs a binary kernel into a new tensor.
+Tensor binary_kernel(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
+
+// A 0-d tensor holding `value` with x's dtype and device (Python-number semantics: it never
+// widens x's dtype).
+inline Tensor wrap_scalar(double value, const Tensor& x) {
+  return scalar_tensor(value, TensorOptions(x.dtype()).with_device(x.device()));
+}
+
+}  // namespace ember::ops

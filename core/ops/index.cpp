@@ -1,0 +1,158 @@
+// Indexing and joining: index_select, gather, cat, stack.
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+
+namespace {
+
+struct Split3 {
+  int64_t outer = 1, k = 1, inner = 1;
+};
+
+// x seen as [outer, k, inner] around dim d.
+Split3 split_at(const Shape& shape, int64_t d) {
+  Split3 s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    int64_t n = shape[static_cast<size_t>(i)];
+    (i < d ? s.outer : i == d ? s.k : s.inner) *= n;
+  }
+  return s;
+}
+
+void check_indices(const Tensor& index, int64_t size, const char* op, const Shape& x_shape, int64_t dim) {
+  EMBER_CHECK(index.dtype() == kInt64, "[", op, "] index must be int64, got ", index.dtype());
+  for (int64_t i : index.to_vector<int64_t>())
+    EMBER_CHECK(i >= 0 && i < size, "[", op, "] index ", i, " is out of range for dim ", dim, " of size ", size,
+                " (input shape ", shape_str(x_shape), ")");
+}
+
+struct IndexSelect : Function<IndexSelect> {
+  static constexpr const char* name = "index_select";
+  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim, const Tensor& index) {
+    Shape out_shape = x.shape();
+    out_shape[static_cast<size_t>(dim)] = index.numel();
+    Split3 s = split_at(x.shape(), dim);
+    Tensor out = ops::empty_on(out_shape, x.dtype(), x.device()), idx = index.contiguous();
+    if (out.numel() > 0) kernels::index_select[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
+    c.shapes = {x.shape()};
+    c.ints = {dim};
+    c.tensors = {idx};
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
+    Split3 s = split_at(c.shapes[0], c.ints[0]);
+    if (g.numel() > 0) kernels::index_add[g.device()](g.contiguous(), c.tensors[0], s.outer, s.k, s.inner, gx);
+    return {gx, Tensor()};
+  }
+};
+
+struct Gather : Function<Gather> {
+  static constexpr const char* name = "gather";
+  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim, const Tensor& index) {
+    Split3 s = split_at(x.shape(), dim);
+    Tensor out = ops::empty_on(index.shape(), x.dtype(), x.device()), idx = index.contiguous();
+    if (out.numel() > 0) kernels::gather[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
+    c.shapes = {x.shape()};
+    c.ints = {dim};
+    c.tensors = {idx};
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
+    Split3 s = split_at(c.shapes[0], c.ints[0]);
+    if (g.numel() > 0) kernels::scatter_add[g.device()](g.contiguous(), c.tensors[0], s.outer, s.k, s.inner, gx);
+    return {gx, Tensor()};
+  }
+};
+
+struct Cat : Function<Cat> {
+  static constexpr const char* name = "cat";
+  static Tensor forward(Ctx& c, const std::vector<Tensor>& tensors, int64_t dim) {
+    Shape out_shape = tensors[0].shape();
+    out_shape[static_cast<size_t>(dim)] = 0;
+    for (const Tensor& t : tensors) {
+      out_shape[static_cast<size_t>(dim)] += t.size(dim);
+      c.ints.push_back(t.size(dim));
+    }
+    c.ints.push_back(dim);
+    Tensor out = ops::empty_on(out_shape, tensors[0].dtype(), tensors[0].device());
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      if (t.numel() > 0) kernels::copy[t.device()](t, out.narrow(dim, offset, t.size(dim)));
+      offset += t.size(dim);
+    }
+    return out;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    const int64_t dim = c.ints.back();
+    Grads grads;
+    int64_t offset = 0;
+    for (size_t i = 0; i + 1 < c.ints.size(); ++i) {
+      grads.push_back(c.needs_input_grad(i) ? g.narrow(dim, offset, c.ints[i]) : Tensor());
+      offset += c.ints[i];
+    }
+    return grads;
+  }
+};
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  ops::check_defined(x, "index_select");
+  const int64_t d = wrap_dim(dim, x.dim(), "index_select");
+  EMBER_CHECK(index.dim() <= 1, "[index_select] index must be 1-D, got shape ", shape_str(index.shape()));
+  ops::check_same_device(x, index, "index_select");
+  check_indices(index, x.size(d), "index_select", x.shape(), d);
+  return IndexSelect::apply(x, d, index.reshape({index.numel()}));
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  ops::check_defined(x, "gather");
+  const int64_t d = wrap_dim(dim, x.dim(), "gather");
+  EMBER_CHECK(index.dim() == x.dim(), "[gather] index of shape ", shape_str(index.shape()),
+              " must have as many dims as the input of shape ", shape_str(x.shape()));
+  for (int64_t i = 0; i < x.dim(); ++i)
+    EMBER_CHECK(i == d || index.size(i) == x.size(i), "[gather] index of shape ", shape_str(index.shape()),
+                " must match the input of shape ", shape_str(x.shape()), " in every dim but ", d);
+  ops::check_same_device(x, index, "gather");
+  check_indices(index, x.size(d), "gather", x.shape(), d);
+  return Gather::apply(x, d, index);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  EMBER_CHECK(!tensors.empty(), "[cat] expects a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  const int64_t d = wrap_dim(dim, first.dim(), "cat");
+  EMBER_CHECK(first.dim() > 0, "[cat] zero-dimensional tensors cannot be concatenated");
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    EMBER_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "[cat] tensor ", i, " is ", t.dtype(),
+                " on ", t.device(), " but tensor 0 is ", first.dtype(), " on ", first.device());
+    bool same = t.dim() == first.dim();
+    for (int64_t j = 0; same && j < t.dim(); ++j) same = j == d || t.size(j) == first.size(j);
+    EMBER_CHECK(same, "[cat] tensor ", i, " of shape ", shape_str(t.shape()), " does not match tensor 0 of shape ",
+                shape_str(first.shape()), " outside dim ", d);
+  }
+  return Cat::apply(tensors, d);
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  EMBER_CHECK(!tensors.empty(), "[stack] expects a non-empty list of tensors");
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EMBER_CHECK(tensors[i].shape() == tensors[0].shape(), "[stack] tensor ", i, " of shape ",
+                shape_str(tensors[i].shape()), " differs from tensor 0 of shape ", shape_str(tensors[0].shape()));
+    expanded.push_back(tensors[i].unsqueeze(d));
+  }
+  return cat(expanded, d);
+}
+
+}  // namespace ember

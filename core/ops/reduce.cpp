@@ -1,0 +1,181 @@
+// Reductions (sum, mean, max, min, argmax) and softmax/log_softmax.
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+using kernels::ReduceOp;
+
+namespace {
+
+// Sorted, de-duplicated, non-negative dims; empty means every dim.
+Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op) {
+  Shape out;
+  for (int64_t d : dims) out.push_back(wrap_dim(d, ndim, op));
+  if (dims.empty())
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+  std::sort(out.begin(), out.end());
+  EMBER_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "[", op, "] dim ",
+              shape_str(dims), " names a dim more than once");
+  return out;
+}
+
+Shape keepdim_shape(const Shape& shape, const Shape& dims) {
+  Shape out = shape;
+  for (int64_t d : dims) out[static_cast<size_t>(d)] = 1;
+  return out;
+}
+
+Shape squeezed_shape(const Shape& shape, const Shape& dims) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d))) out.push_back(shape[d]);
+  return out;
+}
+
+// Reduces `dims` of x (result in keepdim shape). Each run of adjacent dims is one kernel pass
+// over x viewed as [outer, k, inner]; mean of equal-sized means is the mean, so Mean composes.
+Tensor reduce_dims(ReduceOp op, const Tensor& x, const Shape& dims, const char* name) {
+  Tensor cur = x.contiguous();
+  for (size_t r = dims.size(); r > 0;) {
+    size_t first = r - 1;
+    while (first > 0 && dims[first - 1] == dims[first] - 1) --first;
+    const int64_t lo = dims[first], hi = dims[r - 1];
+    const Shape& s = cur.shape();
+    int64_t outer = 1, k = 1, inner = 1;
+    for (int64_t d = 0; d < cur.dim(); ++d) (d < lo ? outer : d <= hi ? k : inner) *= s[static_cast<size_t>(d)];
+    EMBER_CHECK(k > 0 || op == ReduceOp::Sum || op == ReduceOp::Mean, "[", name,
+                "] cannot reduce over an empty dim of a tensor of shape ", shape_str(x.shape()));
+    Shape out_shape = s;
+    for (int64_t d = lo; d <= hi; ++d) out_shape[static_cast<size_t>(d)] = 1;
+    Tensor out = ops::empty_on(out_shape, cur.dtype(), cur.device());
+    if (out.numel() > 0) {
+      if (k == 0) kernels::fill[out.device()](out, op == ReduceOp::Mean ? NAN : 0.0);
+      else kernels::reduce[cur.device()](op, cur, outer, k, inner, out);
+    }
+    cur = out;
+    r = first;
+  }
+  return cur;
+}
+
+int64_t count_of(const Shape& shape, const Shape& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[static_cast<size_t>(d)];
+  return n;
+}
+
+template <ReduceOp Op>
+struct Reduce : Function<Reduce<Op>> {
+  static constexpr const char* name = Op == ReduceOp::Sum ? "sum" : Op == ReduceOp::Mean ? "mean"
+                                      : Op == ReduceOp::Max ? "max" : "min";
+  static Tensor forward(Ctx& c, const Tensor& x, const Shape& dims, bool keepdim) {
+    Shape norm = normalize_dims(dims, x.dim(), name);
+    if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min)
+      EMBER_CHECK(x.numel() > 0, "[", name, "] cannot reduce an empty tensor of shape ", shape_str(x.shape()));
+    Tensor y = reduce_dims(Op, x, norm, name);
+    c.shapes = {x.shape(), norm};
+    if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min) {
+      c.save(x);
+      c.save(y);
+    }
+    return keepdim ? y : y.view(squeezed_shape(x.shape(), norm));
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    const Shape &in_shape = c.shapes[0], &dims = c.shapes[1];
+    Tensor gk = g.reshape(keepdim_shape(in_shape, dims));
+    if constexpr (Op == ReduceOp::Sum) return {gk.expand(in_shape)};
+    if constexpr (Op == ReduceOp::Mean) return {(gk / static_cast<double>(count_of(in_shape, dims))).expand(in_shape)};
+    // max/min: split the gradient evenly between the elements equal to the extremum
+    Tensor mask = (c.saved(0) == c.saved(1)).to(g.dtype());
+    Tensor ties = reduce_dims(ReduceOp::Sum, mask, dims, name);
+    return {mask * (gk / ties)};
+  }
+};
+
+template <bool Log>
+struct Softmax : Function<Softmax<Log>> {
+  static constexpr const char* name = Log ? "log_softmax" : "softmax";
+  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim) {
+    ops::check_floating(x, name);
+    const int64_t d = wrap_dim(dim, x.dim(), name);
+    c.ints = {d};
+    const int64_t last = std::max<int64_t>(x.dim() - 1, 0);
+    Tensor in = x.dim() == 0 ? x.reshape({1}) : x.transpose(d, last).contiguous();
+    Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
+    if (y.numel() > 0) kernels::softmax[x.device()](in, y, Log);
+    y = x.dim() == 0 ? y.reshape({}) : y.transpose(d, last).contiguous();
+    c.save(y);
+    return y;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    Tensor y = c.saved(0);
+    const Shape dims = y.dim() == 0 ? Shape{} : Shape{c.ints[0]};
+    if constexpr (Log) return {g - exp(y) * sum(g, dims, true)};
+    return {y * (g - sum(g * y, dims, true))};
+  }
+};
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Sum>::apply(x, dims, keepdim); }
+Tensor sum(const Tensor& x) { return sum(x, {}, false); }
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_floating(x, "mean");
+  return Reduce<ReduceOp::Mean>::apply(x, dims, keepdim);
+}
+Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Max>::apply(x, dims, keepdim); }
+Tensor max(const Tensor& x) { return max(x, {}, false); }
+Tensor min(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Min>::apply(x, dims, keepdim); }
+Tensor min(const Tensor& x) { return min(x, {}, false); }
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(dim, x.dim(), "argmax");
+  EMBER_CHECK(x.numel() > 0, "[argmax] cannot reduce an empty tensor of shape ", shape_str(x.shape()));
+  Tensor in = x.contiguous();
+  int64_t outer = 1, k = x.dim() == 0 ? 1 : x.size(d), inner = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i < d) outer *= x.size(i);
+    if (i > d) inner *= x.size(i);
+  }
+  Shape kept = keepdim_shape(x.shape(), x.dim() == 0 ? Shape{} : Shape{d});
+  Tensor out = ops::empty_on(kept, kInt64, x.device());
+  kernels::argmax[x.device()](in, outer, k, inner, out);
+  return keepdim || x.dim() == 0 ? out : out.squeeze(d);
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) { return Softmax<false>::apply(x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return Softmax<true>::apply(x, dim); }
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
+  EMBER_CHECK(lead >= 0, "[sum_to] cannot sum a tensor of shape ", shape_str(x.shape()), " to ", shape_str(shape));
+  Shape dims;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else {
+      int64_t target = shape[static_cast<size_t>(d - lead)];
+      EMBER_CHECK(target == x.size(d) || target == 1, "[sum_to] cannot sum a tensor of shape ", shape_str(x.shape()),
+                  " to ", shape_str(shape));
+      if (target == 1 && x.size(d) != 1) dims.push_back(d);
+    }
+  }
+  return dims.empty() ? x.reshape(shape) : sum(x, dims, true).reshape(shape);
+}
+
+Tensor Tensor::sum() const { return ember::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ember::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return ember::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ember::mean(*this, dims, keepdim); }
+
+}  // namespace ember

@@ -1,0 +1,64 @@
+#pragma once
+// Note [Philox4x32-10]
+// A counter-based random number generator (Salmon et al., "Parallel random numbers: as easy as
+// 1, 2, 3", SC'11): the i-th 128 bits of a stream are a pure function of (key = seed, counter =
+// offset + i), ten rounds of multiply-and-xor. No state is carried between numbers, so every
+// thread of a kernel computes its own numbers independently, and a stream can be replayed from
+// any (seed, offset) — which is what activation checkpointing needs to redraw Dropout masks.
+// This header is plain C++ so the CPU and CUDA kernels share it and produce identical numbers.
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define EMBER_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define EMBER_HOST_DEVICE inline
+#endif
+
+namespace ember::philox {
+
+struct Block {
+  uint32_t v[4];
+};
+
+EMBER_HOST_DEVICE uint32_t mulhi(uint32_t a, uint32_t b) {
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+}
+
+// The four 32-bit words at counter position `counter` of the stream keyed by `seed`.
+EMBER_HOST_DEVICE Block generate(uint64_t seed, uint64_t counter) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (Weyl) increments
+  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0 = mulhi(kM0, c0), lo0 = kM0 * c0;
+    uint32_t hi1 = mulhi(kM1, c2), lo1 = kM1 * c2;
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return Block{{c0, c1, c2, c3}};
+}
+
+// 24 random bits -> a float in [0, 1) with every value exactly representable.
+EMBER_HOST_DEVICE double to_unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
+
+// Element i of a draw of uniforms starting at `offset` (four elements per counter).
+EMBER_HOST_DEVICE double uniform(uint64_t seed, uint64_t offset, uint64_t i) {
+  return to_unit(generate(seed, offset + i / 4).v[i % 4]);
+}
+
+// Element i of a draw of standard normals: Box-Muller on the pair of words of i's half block.
+EMBER_HOST_DEVICE double normal(uint64_t seed, uint64_t offset, uint64_t i) {
+  Block b = generate(seed, offset + i / 4);
+  uint32_t lane = static_cast<uint32_t>(i % 4), pair = lane & 2u;
+  double u1 = 1.0 - to_unit(b.v[pair]);  // (0, 1]: log is finite
+  double u2 = to_unit(b.v[pair + 1]);
+  double r = sqrt(-2.0 * log(u1));
+  double angle = 6.283185307179586 * u2;
+  return (lane & 1u) ? r * sin(angle) : r * cos(angle);
+}
+
+}  // namespace ember::philox

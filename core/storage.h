@@ -1,0 +1,37 @@
+#pragma once
+// Storage: one allocation on one device, shared by every view of it. It also owns the
+// version counter that in-place ops bump (see Note [Saved tensors and versions]).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+
+namespace ember {
+
+struct VersionCounter {
+  uint64_t value = 0;
+};
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
+  uint64_t version() const { return version_->value; }
+  void bump_version() { ++version_->value; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  std::shared_ptr<VersionCounter> version_ = std::make_shared<VersionCounter>();
+};
+
+}  // namespace ember

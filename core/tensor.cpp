@@ -1,0 +1,326 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/node.h"
+#include "core/generator.h"
+#include "core/kernels.h"
+#include "core/ops.h"
+
+namespace ember {
+
+Device::Device(const std::string& spec) {
+  if (spec == "cpu") {
+    *this = kCPU;
+  } else if (spec.rfind("cuda", 0) == 0) {
+    type = DeviceType::CUDA;
+    index = 0;
+    if (spec.size() > 4) {
+      EMBER_CHECK(spec[4] == ':' && spec.size() > 5 && spec.find_first_not_of("0123456789", 5) == std::string::npos,
+                  "[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
+      index = std::stoi(spec.substr(5));
+    }
+  } else {
+    EMBER_FAIL("[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
+  }
+}
+
+// --- metadata ---
+const Shape& Tensor::shape() const { return impl_->shape; }
+const Shape& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::offset() const { return impl_->offset; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+DType Tensor::dtype() const { return impl_->dtype; }
+Device Tensor::device() const { return impl_->storage->device(); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
+uint64_t Tensor::version() const { return impl_->storage->version(); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = impl_->shape.size(); i-- > 0;) {
+    if (impl_->shape[i] == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected *= impl_->shape[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(element_size(dtype()));
+}
+
+// --- autograd accessors ---
+bool Tensor::requires_grad() const { return impl_->requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  EMBER_CHECK(is_leaf() || on, "[requires_grad_] can only change requires_grad of leaf tensors; "
+              "use detach() to get a tensor without history");
+  EMBER_CHECK(!on || is_floating(dtype()), "[requires_grad_] only floating point tensors can "
+              "require gradients, got ", dtype());
+  impl_->requires_grad = on;
+  return *this;
+}
+
+const Tensor& Tensor::grad() const { return impl_->grad; }
+void Tensor::set_grad(const Tensor& g) const {
+  EMBER_CHECK(!g.defined() || g.shape() == shape(), "[set_grad] gradient of shape ", shape_str(g.shape()),
+              " for a tensor of shape ", shape_str(shape()));
+  impl_->grad = g;
+}
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return impl_->grad_fn; }
+int Tensor::output_nr() const { return impl_->output_nr; }
+
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.storage();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+// --- factories ---
+Tensor empty(const Shape& shape, TensorOptions options) {
+  for (int64_t d : shape)
+    EMBER_CHECK(d >= 0, "[empty] negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * element_size(options.dtype),
+                                            options.device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = options.dtype;
+  Tensor t(std::move(impl));
+  if (options.requires_grad) t.requires_grad_();
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions options) {
+  const bool wants_grad = options.requires_grad;
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  if (t.numel() > 0) kernels::fill[t.device()](t, value);
+  if (wants_grad) t.requires_grad_();
+  return t;
+}
+
+Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
+Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
+Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
+
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
+  Tensor host = empty(shape, TensorOptions(dtype));
+  if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.nbytes());
+  Tensor out = host.to(options.dtype).to(options.device);
+  if (options.requires_grad) out.requires_grad_();
+  return out;
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "[from_vector] ", values.size(),
+              " value(s) cannot fill a tensor of shape ", shape_str(shape));
+  if constexpr (std::is_same_v<T, int>) {
+    return from_vector(std::vector<int64_t>(values.begin(), values.end()), shape, options);
+  } else {
+    return from_buffer(values.data(), shape, dtype_of<T>::value, options);
+  }
+}
+template Tensor from_vector(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&, TensorOptions);
+template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, TensorOptions);
+template Tensor from_vector(const std::vector<int>&, const Shape&, TensorOptions);
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "[from_vector] ", values.size(),
+              " value(s) cannot fill a tensor of shape ", shape_str(shape));
+  return from_buffer(values.data(), shape, kFloat64, options);
+}
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions options) {
+  return from_vector(std::vector<double>(values), {static_cast<int64_t>(values.size())}, options);
+}
+
+Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
+
+Tensor arange(double start, double end, double step, TensorOptions options) {
+  EMBER_CHECK(step != 0.0, "[arange] step must be nonzero");
+  EMBER_CHECK((end - start) / step >= 0, "[arange] start ", start, ", end ", end, " and step ", step,
+              " are inconsistent");
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
+  return from_vector(values, {n}, options);
+}
+
+// --- element access ---
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor host = to(kCPU).contiguous();
+  std::vector<T> out(static_cast<size_t>(numel()));
+  dispatch(dtype(), [&]<class S>() {
+    const S* p = host.data<S>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector() const;
+template std::vector<double> Tensor::to_vector() const;
+template std::vector<int64_t> Tensor::to_vector() const;
+template std::vector<uint8_t> Tensor::to_vector() const;
+
+double Tensor::item() const {
+  EMBER_CHECK(numel() == 1, "[item] a tensor with ", numel(), " elements (shape ", shape_str(shape()),
+              ") cannot be converted to a scalar");
+  return to_vector<double>()[0];
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  EMBER_CHECK(static_cast<int64_t>(index.size()) == dim(), "[at] got ", index.size(), " indices for a tensor of shape ",
+              shape_str(shape()));
+  int64_t off = offset();
+  size_t d = 0;
+  for (int64_t i : index) {
+    EMBER_CHECK(i >= 0 && i < impl_->shape[d], "[at] index ", i, " is out of range for dim ", d, " of size ",
+                impl_->shape[d]);
+    off += i * impl_->strides[d++];
+  }
+  return make_view(*this, {}, {}, off).item();
+}
+
+// --- printing ---
+namespace {
+
+struct Formatter {
+  bool floating;
+  bool integral_values = true;
+  bool scientific = false;
+  int width = 1;
+
+  std::string format(double v) const {
+    char buf[64];
+    if (!floating) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else if (std::isnan(v)) std::snprintf(buf, sizeof buf, "nan");
+    else if (std::isinf(v)) std::snprintf(buf, sizeof buf, v > 0 ? "inf" : "-inf");
+    else if (scientific) std::snprintf(buf, sizeof buf, "%.4e", v);
+    else if (integral_values) std::snprintf(buf, sizeof buf, "%.0f.", v);
+    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    return buf;
+  }
+};
+
+constexpr int64_t kSummarizeAbove = 1000;
+constexpr int64_t kEdgeItems = 3;
+
+void print_rec(std::ostringstream& os, const Tensor& t, const std::vector<double>& values,
+               const Shape& strides, int64_t base, size_t depth, const Formatter& f, bool summarize) {
+  const Shape& shape = t.shape();
+  if (depth == shape.size()) {
+    std::string s = f.format(values[static_cast<size_t>(base)]);
+    os << std::string(static_cast<size_t>(std::max<int>(0, f.width - static_cast<int>(s.size()))), ' ') << s;
+    return;
+  }
+  int64_t n = shape[depth];
+  bool cut = summarize && n > 2 * kEdgeItems;
+  os << '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (cut && i == kEdgeItems) {
+      os << (depth + 1 == shape.size() ? "..., " : "...,\n" + std::string(7 + depth + 1, ' '));
+      i = n - kEdgeItems;
+    }
+    print_rec(os, t, values, strides, base + i * strides[depth], depth + 1, f, summarize);
+    if (i + 1 < n) {
+      if (depth + 1 == shape.size()) {
+        os << ", ";
+      } else {
+        os << ',' << std::string(shape.size() - depth - 1, '\n') << std::string(7 + depth + 1, ' ');
+      }
+    }
+  }
+  os << ']';
+}
+
+}  // namespace
+
+std::string Tensor::str() const {
+  if (!defined()) return "tensor(undefined)";
+  std::vector<double> values = to_vector<double>();
+  Formatter f{is_floating(dtype())};
+  double max_abs = 0, min_abs = INFINITY;
+  for (double v : values) {
+    if (!std::isfinite(v)) continue;
+    if (v != std::floor(v)) f.integral_values = false;
+    max_abs = std::max(max_abs, std::fabs(v));
+    if (v != 0) min_abs = std::min(min_abs, std::fabs(v));
+  }
+  f.scientific = f.floating && (max_abs >= 1e8 || (!f.integral_values && min_abs < 1e-4));
+  for (double v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
+
+  std::ostringstream os;
+  os << "tensor(";
+  if (dim() == 0) {
+    os << f.format(values[0]);
+  } else if (numel() == 0) {
+    os << "[]";
+  } else {
+    print_rec(os, *this, values, contiguous_strides(shape()), 0, 0, f, numel() > kSummarizeAbove);
+  }
+  if (numel() == 0 && dim() > 1) os << ", size=" << shape_str(shape());
+  if (dtype() != kFloat32 && dtype() != kInt64) os << ", dtype=" << dtype_name(dtype());
+  if (device().is_cuda()) os << ", device='" << device().str() << "'";
+  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
+  else if (requires_grad()) os << ", requires_grad=True";
+  os << ')';
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+// --- random factories ---
+namespace {
+Tensor random_tensor(kernels::RandomKind kind, const Shape& shape, TensorOptions options, double a, double b) {
+  EMBER_CHECK(is_floating(options.dtype), "[rand] expects a floating point dtype, got ", options.dtype);
+  const bool wants_grad = options.requires_grad;
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  if (t.numel() > 0) {
+    auto [seed, offset] = default_generator(t.device()).reserve(static_cast<uint64_t>(t.numel()));
+    kernels::random[t.device()](kind, t, seed, offset, a, b);
+  }
+  if (wants_grad) t.requires_grad_();
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, TensorOptions options) {
+  return random_tensor(kernels::RandomKind::Uniform, shape, options, 0.0, 1.0);
+}
+
+Tensor randn(const Shape& shape, TensorOptions options) {
+  return random_tensor(kernels::RandomKind::Normal, shape, options, 0.0, 1.0);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
+  EMBER_CHECK(low < high, "[randint] low (", low, ") must be less than high (", high, ")");
+  Tensor u = random_tensor(kernels::RandomKind::Uniform, shape, TensorOptions(kFloat64).with_device(options.device),
+                           static_cast<double>(low), static_cast<double>(high));
+  // floor() of a uniform in [low, high) is uniform over the integers. The int64 cast truncates
+  // toward zero, which is floor for non-negative values, hence the shift to [0, high - low).
+  return ((u - static_cast<double>(low)).to(kInt64) + static_cast<double>(low)).to(options.dtype);
+}
+
+}  // namespace ember
