@@ -56,9 +56,9 @@ EMBER_HOST_DEVICE double normal(uint64_t seed, uint64_t offset, uint64_t i) {
   uint32_t lane = static_cast<uint32_t>(i % 4), pair = lane & 2u;
   double u1 = 1.0 - to_unit(b.v[pair]);  // (0, 1]: log is finite
   double u2 = to_unit(b.v[pair + 1]);
-  double r = sqrt(-2.0 * log(u1));
+  double r = ::sqrt(-2.0 * ::log(u1));
   double angle = 6.283185307179586 * u2;
-  return (lane & 1u) ? r * sin(angle) : r * cos(angle);
+  return (lane & 1u) ? r * ::sin(angle) : r * ::cos(angle);
 }
 
 }  // namespace ember::philox

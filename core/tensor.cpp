@@ -59,7 +59,7 @@ void* Tensor::raw_data() const {
 // --- autograd accessors ---
 bool Tensor::requires_grad() const { return impl_->requires_grad; }
 
-Tensor& Tensor::requires_grad_(bool on) {
+const Tensor& Tensor::requires_grad_(bool on) const {
   EMBER_CHECK(is_leaf() || on, "[requires_grad_] can only change requires_grad of leaf tensors; "
               "use detach() to get a tensor without history");
   EMBER_CHECK(!on || is_floating(dtype()), "[requires_grad_] only floating point tensors can "

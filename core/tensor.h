@@ -68,7 +68,7 @@ class Tensor {
 
   // --- autograd ---
   bool requires_grad() const;
-  Tensor& requires_grad_(bool on = true);
+  const Tensor& requires_grad_(bool on = true) const;
   const Tensor& grad() const;
   void set_grad(const Tensor& g) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
@@ -100,13 +100,14 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
 
-  // --- in-place (bump the version counter; not recorded by autograd) ---
-  Tensor& add_(const Tensor& other, double alpha = 1.0);
-  Tensor& mul_(const Tensor& other);
-  Tensor& mul_(double value);
-  Tensor& zero_();
-  Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);
+  // --- in-place (bump the version counter; not recorded by autograd). const: they change the
+  // data, not which tensor this handle refers to. ---
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double value) const;
+  const Tensor& zero_() const;
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
 
   // --- common ops as methods, for PyTorch-like chaining ---
   Tensor sum() const;

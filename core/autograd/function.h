@@ -38,6 +38,7 @@ class Ctx {
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
   void release() {
     for (auto& s : saved_) s.release();
+    tensors.clear();
   }
 
   // Non-tensor state an op keeps for its backward.

@@ -82,9 +82,9 @@ void softmax_cpu(const Tensor& x, const Tensor& out, bool log) {
       T m = *std::max_element(in, in + cols);
       double sum = 0;
       for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(in[c] - m));
-      if (log) {
-        const T lse = static_cast<T>(std::log(sum)) + m;
-        for (int64_t c = 0; c < cols; ++c) o[c] = in[c] - lse;
+      if (log) {  // (x - max) is exact; adding max back into the log term would round it away
+        const T log_sum = static_cast<T>(std::log(sum));
+        for (int64_t c = 0; c < cols; ++c) o[c] = (in[c] - m) - log_sum;
       } else {
         const double inv = 1.0 / sum;
         for (int64_t c = 0; c < cols; ++c) o[c] = static_cast<T>(std::exp(static_cast<double>(in[c] - m)) * inv);

@@ -88,7 +88,7 @@ Tensor Tensor::to(Device device_) const {
   return ToDevice::apply(*this, device_);
 }
 
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
+const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   check_inplace(*this, &other, "add_");
   Tensor y = broadcast_into(*this, other, "add_");
   if (alpha != 1.0) y = y * alpha;
@@ -97,7 +97,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   return *this;
 }
 
-Tensor& Tensor::mul_(const Tensor& other) {
+const Tensor& Tensor::mul_(const Tensor& other) const {
   check_inplace(*this, &other, "mul_");
   Tensor y = broadcast_into(*this, other, "mul_");
   if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Mul, *this, y, *this);
@@ -105,23 +105,23 @@ Tensor& Tensor::mul_(const Tensor& other) {
   return *this;
 }
 
-Tensor& Tensor::mul_(double value) {
+const Tensor& Tensor::mul_(double value) const {
   check_inplace(*this, nullptr, "mul_");
   if (numel() > 0) kernels::unary[device()](kernels::UnaryOp::AffineScalar, *this, *this, value, 0.0);
   storage()->bump_version();
   return *this;
 }
 
-Tensor& Tensor::fill_(double value) {
+const Tensor& Tensor::fill_(double value) const {
   check_inplace(*this, nullptr, "fill_");
   if (numel() > 0) kernels::fill[device()](*this, value);
   storage()->bump_version();
   return *this;
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+const Tensor& Tensor::zero_() const { return fill_(0.0); }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   check_inplace(*this, &src, "copy_");
   Tensor y = broadcast_into(*this, src, "copy_");
   if (numel() > 0) kernels::copy[device()](y, *this);

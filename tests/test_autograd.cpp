@@ -1,0 +1,199 @@
+// The autograd engine: gradient flow and accumulation, retain_graph, autograd::grad, grad mode,
+// saved-tensor hooks, the version-counter check, and the errors of misuse.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/autograd/saved_tensor.h"
+#include "core/ops.h"
+
+using namespace ember;
+
+namespace {
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST(Autograd, ChainRuleAndSummedPaths) {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor y = sum(x * x + x);  // x used on three paths
+  y.backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 5, 7}));
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_EQ(y.grad_fn()->name(), "sum");
+}
+
+TEST(Autograd, DiamondGraph) {
+  Tensor a = tensor({1, 2}).requires_grad_();
+  Tensor b = a * 2.0, c = a * 3.0;
+  sum(b * c).backward();  // d/da 6a^2 = 12a
+  EXPECT_EQ(values(a.grad()), (std::vector<double>{12, 24}));
+}
+
+TEST(Autograd, GradAccumulatesAcrossBackwardCalls) {
+  Tensor w = tensor({1, 1}).requires_grad_();
+  sum(w * 2.0).backward();
+  sum(w * 3.0).backward();
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{5, 5}));
+  w.grad().zero_();
+  sum(w).backward();
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{1, 1}));
+}
+
+TEST(Autograd, NonScalarBackwardNeedsAGradient) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor y = x * x;
+  expect_error([&] { y.backward(); }, "[backward] grad can be implicitly created only for scalar outputs, got an output of shape [2]");
+  expect_error([&] { y.backward(ones({3})); }, "[backward] gradient of shape [3] does not match output 0 of shape [2]");
+  y.backward(tensor({1, 10}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 40}));
+}
+
+TEST(Autograd, BackwardTwiceNeedsRetainGraph) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_NEAR(x.grad().at({0}), 2 * std::exp(1.0), 1e-5);
+  expect_error([&] { y.backward(); }, "[exp] trying to backward through the graph a second time");
+}
+
+TEST(Autograd, BackwardOnATensorWithoutGraph) {
+  expect_error([] { sum(ones({2})).backward(); }, "[backward] element 0 of tensors does not require grad and does not have a grad_fn");
+}
+
+TEST(Autograd, GradFunctionLeavesDotGradAlone) {
+  Tensor x = tensor({1, 2}).requires_grad_(), w = tensor({3, 4}).requires_grad_();
+  Tensor y = sum(x * w);
+  std::vector<Tensor> g = autograd::grad({y}, {x, w});
+  EXPECT_EQ(values(g[0]), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(g[1]), (std::vector<double>{1, 2}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+  Tensor h = x * 2.0;  // a non-leaf input
+  std::vector<Tensor> gh = autograd::grad({sum(h * h)}, {h});
+  EXPECT_EQ(values(gh[0]), (std::vector<double>{4, 8}));
+  Tensor unused = tensor({1}).requires_grad_();
+  expect_error([&] { autograd::grad({sum(x * 2.0)}, {unused}); }, "[autograd::grad] input 0 (shape [1]) is not reachable from the outputs");
+  expect_error([&] { autograd::grad({sum(x * 2.0)}, {ones({1})}); }, "[autograd::grad] input 0 does not require grad");
+}
+
+TEST(Autograd, DetachAndNoGrad) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor d = x.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.storage(), x.storage());
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(is_grad_enabled());
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_FALSE(y.grad_fn());
+    {
+      EnableGradGuard enable;
+      EXPECT_TRUE((x * 2.0).requires_grad());
+    }
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  Tensor y = x * 2.0;
+  expect_error([&] { y.requires_grad_(false); }, "[requires_grad_] can only change requires_grad of leaf tensors");
+}
+
+TEST(Autograd, GradModeIsThreadLocal) {
+  NoGradGuard no_grad;
+  bool other_thread_enabled = false;
+  std::thread t([&] { other_thread_enabled = is_grad_enabled(); });
+  t.join();
+  EXPECT_TRUE(other_thread_enabled);
+  EXPECT_FALSE(is_grad_enabled());
+}
+
+TEST(Autograd, ModifiedSavedTensorFailsAtBackward) {
+  Tensor a = tensor({1, 2}).requires_grad_();
+  Tensor b = tensor({3, 4});
+  Tensor y = sum(a * b);  // mul saves b
+  b.mul_(2.0);
+  expect_error([&] { y.backward(); }, "[mul] a tensor saved for backward by mul was modified in place (version 1, expected 0)");
+}
+
+TEST(Autograd, InPlaceOnATrackedTensorIsRefused) {
+  Tensor w = tensor({1, 2}).requires_grad_();
+  expect_error([&] { w.add_(ones({2})); }, "[add_] in-place operation on a tensor of shape [2] that takes part in autograd");
+  Tensor plain = zeros({2});
+  expect_error([&] { plain.copy_(w); }, "[copy_] in-place operation");
+  NoGradGuard no_grad;  // an optimizer step
+  w.add_(ones({2}), -0.5);
+  EXPECT_EQ(values(w), (std::vector<double>{0.5, 1.5}));
+}
+
+TEST(Autograd, SavedTensorHooksPackAndUnpack) {
+  int packed = 0, unpacked = 0;
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor y;
+  {
+    autograd::SavedTensorHooksGuard hooks({[&](const Tensor& t) -> std::any {
+                                             ++packed;
+                                             return t.clone();  // keep a private copy
+                                           },
+                                           [&](const std::any& p) {
+                                             ++unpacked;
+                                             return std::any_cast<Tensor>(p);
+                                           }});
+    y = sum(exp(x) * x);  // exp saves its output, mul saves both inputs
+  }
+  EXPECT_EQ(packed, 3);
+  y.backward();
+  EXPECT_EQ(unpacked, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(x.grad().at({i}), std::exp(i + 1.0) * (i + 2.0), 1e-4);
+}
+
+TEST(Autograd, InnermostHooksApply) {
+  int outer = 0, inner = 0;
+  auto counting = [](int& n) {
+    return autograd::SavedTensorHooks{[&n](const Tensor& t) -> std::any {
+                                        ++n;
+                                        return t;
+                                      },
+                                      [](const std::any& p) { return std::any_cast<Tensor>(p); }};
+  };
+  Tensor x = tensor({1.0}).requires_grad_();
+  autograd::SavedTensorHooksGuard a(counting(outer));
+  Tensor y = exp(x);
+  {
+    autograd::SavedTensorHooksGuard b(counting(inner));
+    y = exp(y);
+  }
+  EXPECT_EQ(outer, 1);
+  EXPECT_EQ(inner, 1);
+}
+
+TEST(Autograd, NodeSavingItsOutputIsFreedWithTheOutput) {
+  std::weak_ptr<autograd::Node> node;
+  Tensor x = tensor({1.0}).requires_grad_();
+  {
+    Tensor y = exp(x);  // Exp saves y: must not keep its own node alive
+    node = y.grad_fn();
+    EXPECT_FALSE(node.expired());
+  }
+  EXPECT_TRUE(node.expired());
+}
+
+TEST(Autograd, EngineChecksGradientShapes) {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor y = x.reshape({3, 1}).expand({3, 4});
+  sum(y).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{4, 4, 4}));
+}

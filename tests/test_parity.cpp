@@ -1,0 +1,197 @@
+// PyTorch parity: composite expressions computed with ember and compared, forward and backward,
+// with golden values written by tests/fixtures/make_fixtures.py (torch; see that script for the
+// exact expressions). The inputs come from the same files, so both sides see the same numbers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "core/autograd/engine.h"
+#include "core/ops.h"
+#include "tests/fixture.h"
+
+using namespace ember;
+using ember::testutil::Fixture;
+
+namespace {
+
+// Element-wise |got - expected| <= atol + rtol * |expected|.
+struct Tol {
+  double atol, rtol;
+};
+constexpr Tol kFloat32Tol{1e-5, 1e-4};
+constexpr Tol kFloat64Tol{1e-10, 1e-9};
+
+std::string index_str(int64_t flat, const Shape& shape) {
+  Shape idx(shape.size());
+  for (size_t d = shape.size(); d > 0; --d) {
+    idx[d - 1] = flat % shape[d - 1];
+    flat /= shape[d - 1];
+  }
+  return shape_str(idx);
+}
+
+// Compares every element; on failure reports the worst one (relative to its allowance) and how
+// many elements are out of tolerance.
+::testing::AssertionResult all_close(const std::string& what, const Tensor& got, const Tensor& expected, Tol tol) {
+  if (!got.defined()) return ::testing::AssertionFailure() << what << ": ember's tensor is undefined";
+  if (got.shape() != expected.shape())
+    return ::testing::AssertionFailure() << what << ": shape " << shape_str(got.shape()) << ", expected "
+                                         << shape_str(expected.shape());
+  if (got.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << what << ": dtype " << got.dtype() << ", expected " << expected.dtype();
+  const std::vector<double> a = got.to_vector<double>(), b = expected.to_vector<double>();
+  int64_t worst = -1, bad = 0;
+  double worst_ratio = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double allowed = tol.atol + tol.rtol * std::abs(b[i]);
+    const double diff = std::abs(a[i] - b[i]);
+    const double ratio = std::isnan(diff) ? INFINITY : diff / allowed;
+    if (ratio > 1.0) ++bad;
+    if (worst < 0 || ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = static_cast<int64_t>(i);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  const size_t w = static_cast<size_t>(worst);
+  std::ostringstream os;
+  os.precision(9);
+  os << what << ": " << bad << " of " << a.size() << " element(s) out of tolerance (atol " << tol.atol << ", rtol "
+     << tol.rtol << "); worst at " << index_str(worst, got.shape()) << ": got " << a[w] << ", expected " << b[w]
+     << ", |diff| " << std::abs(a[w] - b[w]) << " > allowed " << tol.atol + tol.rtol * std::abs(b[w]);
+  return ::testing::AssertionFailure() << os.str();
+}
+
+Tol tol_for(const Tensor& t) { return t.dtype() == kFloat64 ? kFloat64Tol : kFloat32Tol; }
+
+#define EXPECT_MATCHES(f, name, got) EXPECT_TRUE(all_close(name, got, (f).get(name), tol_for(got)))
+
+Tensor leaf(const Fixture& f, const std::string& name) { return f.get(name).requires_grad_(); }
+
+}  // namespace
+
+TEST(Parity, FixtureReaderReportsMissingNamesAndFiles) {
+  Fixture f = Fixture::load("parity_mse.txt");
+  EXPECT_TRUE(f.has("input"));
+  try {
+    f.get("no_such_tensor");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Fixture::load("parity_no_such_case.txt"), std::runtime_error);
+}
+
+// cross_entropy(relu(x @ W1 + b1) @ W2 + b2, target), mean; gradients of the loss.
+TEST(Parity, Mlp) {
+  Fixture f = Fixture::load("parity_mlp.txt");
+  Tensor x = leaf(f, "x"), W1 = leaf(f, "W1"), b1 = leaf(f, "b1"), W2 = leaf(f, "W2"), b2 = leaf(f, "b2");
+  Tensor target = f.get("target");
+  Tensor out = cross_entropy(matmul(relu(matmul(x, W1) + b1), W2) + b2, target);
+  out.backward();
+  EXPECT_MATCHES(f, "out", out);
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+  EXPECT_MATCHES(f, "grad_W1", W1.grad());
+  EXPECT_MATCHES(f, "grad_b1", b1.grad());
+  EXPECT_MATCHES(f, "grad_W2", W2.grad());
+  EXPECT_MATCHES(f, "grad_b2", b2.grad());
+}
+
+// (log_softmax(x, 1) * sigmoid(y) + tanh(x)).mean(0); gradients of (out * w).sum().
+void check_softmax_mix(const std::string& file) {
+  Fixture f = Fixture::load(file);
+  Tensor x = leaf(f, "x"), y = leaf(f, "y"), w = f.get("w");
+  Tensor out = mean(log_softmax(x, 1) * sigmoid(y) + tanh(x), {0});
+  sum(out * w).backward();
+  EXPECT_MATCHES(f, "out", out);
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+  EXPECT_MATCHES(f, "grad_y", y.grad());
+}
+TEST(Parity, SoftmaxMix) { check_softmax_mix("parity_softmax_mix.txt"); }
+TEST(Parity, SoftmaxMixFloat64) { check_softmax_mix("parity_softmax_mix_f64.txt"); }
+
+// ((a[3,1,4] * b[5,1] - c[4]) / (1 + exp(a))).sum((0, 2)); gradients of (out * w).sum().
+TEST(Parity, Broadcast) {
+  Fixture f = Fixture::load("parity_broadcast.txt");
+  Tensor a = leaf(f, "a"), b = leaf(f, "b"), c = leaf(f, "c"), w = f.get("w");
+  Tensor out = sum((a * b - c) / (1.0 + exp(a)), {0, 2});
+  sum(out * w).backward();
+  EXPECT_MATCHES(f, "out", out);
+  EXPECT_MATCHES(f, "grad_a", a.grad());
+  EXPECT_MATCHES(f, "grad_b", b.grad());
+  EXPECT_MATCHES(f, "grad_c", c.grad());
+}
+
+// gelu(x) ** 2 + sqrt(abs(x) + 1) + clamp(x, -0.5, 0.5); gradients of (out * w).sum().
+void check_gelu_pow(const std::string& file) {
+  Fixture f = Fixture::load(file);
+  Tensor x = leaf(f, "x"), w = f.get("w");
+  Tensor out = pow(gelu(x), 2.0) + sqrt(abs(x) + 1.0) + clamp(x, -0.5, 0.5);
+  sum(out * w).backward();
+  EXPECT_MATCHES(f, "out", out);
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+}
+TEST(Parity, GeluPow) { check_gelu_pow("parity_gelu_pow.txt"); }
+TEST(Parity, GeluPowFloat64) { check_gelu_pow("parity_gelu_pow_f64.txt"); }
+
+// m = matmul(a[2,3,4,5], b[3,5,6]).max(-1); g = gather(m, 2, gather_index);
+// s = index_select(m, 1, select_index) (a repeated index); gradients of the weighted sum of all three.
+TEST(Parity, MatmulBatched) {
+  Fixture f = Fixture::load("parity_matmul_batched.txt");
+  Tensor a = leaf(f, "a"), b = leaf(f, "b");
+  Tensor m = max(matmul(a, b), {-1});
+  Tensor g = gather(m, 2, f.get("gather_index"));
+  Tensor s = index_select(m, 1, f.get("select_index"));
+  Tensor loss = sum(m * f.get("w_max")) + sum(g * f.get("w_gather")) + sum(s * f.get("w_select"));
+  loss.backward();
+  EXPECT_MATCHES(f, "out_max", m);
+  EXPECT_MATCHES(f, "out_gather", g);
+  EXPECT_MATCHES(f, "out_select", s);
+  EXPECT_MATCHES(f, "grad_a", a.grad());
+  EXPECT_MATCHES(f, "grad_b", b.grad());
+}
+
+// softmax(stack([cat([a[2,3], b[4,3]], 0), c[6,3]], 1), -1); gradients of (out * w).sum().
+TEST(Parity, CatStack) {
+  Fixture f = Fixture::load("parity_cat_stack.txt");
+  Tensor a = leaf(f, "a"), b = leaf(f, "b"), c = leaf(f, "c"), w = f.get("w");
+  Tensor out = softmax(stack({cat({a, b}, 0), c}, 1), -1);
+  sum(out * w).backward();
+  EXPECT_MATCHES(f, "out", out);
+  EXPECT_MATCHES(f, "grad_a", a.grad());
+  EXPECT_MATCHES(f, "grad_b", b.grad());
+  EXPECT_MATCHES(f, "grad_c", c.grad());
+}
+
+// cross_entropy with label_smoothing = 0.1 and one target equal to ignore_index; mean and sum.
+TEST(Parity, CrossEntropyOptions) {
+  Fixture f = Fixture::load("parity_cross_entropy_options.txt");
+  Tensor target = f.get("target");
+  const int64_t ignore_index = f.get("ignore_index").item<int64_t>();
+  for (auto [reduction, tag] : {std::pair{Reduction::Mean, "mean"}, std::pair{Reduction::Sum, "sum"}}) {
+    SCOPED_TRACE(tag);
+    Tensor logits = leaf(f, "logits");
+    Tensor out = cross_entropy(logits, target, reduction, ignore_index, 0.1);
+    std::vector<Tensor> grads = autograd::grad({out}, {logits});
+    ASSERT_EQ(grads.size(), 1u);
+    EXPECT_MATCHES(f, std::string("out_") + tag, out);
+    EXPECT_MATCHES(f, std::string("grad_") + tag + "_logits", grads[0]);
+  }
+}
+
+// mse_loss(input, target), mean and sum, gradients w.r.t. both.
+TEST(Parity, Mse) {
+  Fixture f = Fixture::load("parity_mse.txt");
+  for (auto [reduction, tag] : {std::pair{Reduction::Mean, "mean"}, std::pair{Reduction::Sum, "sum"}}) {
+    SCOPED_TRACE(tag);
+    Tensor input = leaf(f, "input"), target = leaf(f, "target");
+    Tensor out = mse_loss(input, target, reduction);
+    std::vector<Tensor> grads = autograd::grad({out}, {input, target});
+    ASSERT_EQ(grads.size(), 2u);
+    EXPECT_MATCHES(f, std::string("out_") + tag, out);
+    EXPECT_MATCHES(f, std::string("grad_") + tag + "_input", grads[0]);
+    EXPECT_MATCHES(f, std::string("grad_") + tag + "_target", grads[1]);
+  }
+}
