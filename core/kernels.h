@@ -109,6 +109,42 @@ using ScatterAddFn = void(const Tensor& src, const Tensor& index, int64_t outer,
 using RandomFn = void(RandomKind kind, const Tensor& out, uint64_t seed, uint64_t offset, double a,
                       double b);
 
+// Geometry of a 2-D convolution or pooling window over NCHW input.
+struct Window2d {
+  int64_t n, c, h, w;    // input
+  int64_t kh, kw;        // window
+  int64_t sh, sw;        // stride
+  int64_t ph, pw;        // padding
+  int64_t dh = 1, dw = 1;  // dilation (convolution only)
+  int64_t oh, ow;        // output
+};
+// x contiguous [n, c, h, w] -> cols contiguous [n, c*kh*kw, oh*ow] (zeros where the window
+// hangs over the padding)
+using Im2colFn = void(const Tensor& x, const Window2d& g, const Tensor& cols);
+// the adjoint: x (zero-filled by the caller) += every column entry at its input position
+using Col2imFn = void(const Tensor& cols, const Window2d& g, const Tensor& x);
+// out [n, c, oh, ow] = window max; indices (int64, same shape) = flat h*w position of the max
+using MaxPool2dFwdFn = void(const Tensor& x, const Window2d& g, const Tensor& out, const Tensor& indices);
+// grad_x (zero-filled by the caller) [n, c, h, w] += grad_out at the recorded positions
+using MaxPool2dBwdFn = void(const Tensor& grad_out, const Tensor& indices, const Window2d& g, const Tensor& grad_x);
+using AvgPool2dFwdFn = void(const Tensor& x, const Window2d& g, bool count_include_pad, const Tensor& out);
+// grad_x is written (not accumulated): every element is assigned
+using AvgPool2dBwdFn = void(const Tensor& grad_out, const Window2d& g, bool count_include_pad, const Tensor& grad_x);
+// adaptive average pooling: g.kh/kw/sh/sw/ph/pw are unused; windows come from h/oh and w/ow.
+// The backward writes every element of grad_x, as avg_pool2d_backward does.
+using AdaptiveAvgPool2dFwdFn = void(const Tensor& x, const Window2d& g, const Tensor& out);
+using AdaptiveAvgPool2dBwdFn = void(const Tensor& grad_out, const Window2d& g, const Tensor& grad_x);
+// x contiguous seen as [n, c, s]: per-channel mean and biased variance (float, [c])
+using BatchNormStatsFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var);
+// out = (x - mean[c]) * invstd[c] * weight[c] + bias[c] (weight/bias may be undefined)
+using BatchNormApplyFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& bias, const Tensor& out);
+// Training-mode backward (batch statistics): writes grad_x and, where defined, grad_weight and
+// grad_bias ([c]).
+using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
+                                 const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                                 const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+
 inline Kernel<FillFn> fill{"fill"};
 inline Kernel<CopyFn> copy{"copy"};
 inline Kernel<TransferFn> transfer{"transfer"};
@@ -126,5 +162,16 @@ inline Kernel<IndexAddFn> index_add{"index_add"};
 inline Kernel<GatherFn> gather{"gather"};
 inline Kernel<ScatterAddFn> scatter_add{"scatter_add"};
 inline Kernel<RandomFn> random{"random"};
+inline Kernel<Im2colFn> im2col{"im2col"};
+inline Kernel<Col2imFn> col2im{"col2im"};
+inline Kernel<MaxPool2dFwdFn> max_pool2d_forward{"max_pool2d_forward"};
+inline Kernel<MaxPool2dBwdFn> max_pool2d_backward{"max_pool2d_backward"};
+inline Kernel<AvgPool2dFwdFn> avg_pool2d_forward{"avg_pool2d_forward"};
+inline Kernel<AvgPool2dBwdFn> avg_pool2d_backward{"avg_pool2d_backward"};
+inline Kernel<AdaptiveAvgPool2dFwdFn> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward"};
+inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward"};
+inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
+inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
+inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
 
 }  // namespace ember::kernels

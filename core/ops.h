@@ -3,6 +3,7 @@
 // forward and backward side by side). Shapes broadcast with NumPy/PyTorch rules; binary ops on
 // two dtypes compute in the wider one (uint8 < int64 < float32 < float64). Comparisons return
 // uint8 masks (0/1) and carry no gradient.
+#include <array>
 #include <vector>
 
 #include "core/tensor.h"
@@ -101,6 +102,30 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, norm.cpp,
+// random.cpp). Images are NCHW; pairs are {height, width}. ---
+using Pair = std::array<int64_t, 2>;
+// x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] or undefined. im2col + sgemm.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride = {1, 1},
+              Pair padding = {0, 0}, Pair dilation = {1, 1});
+// Padding is implicit -infinity for max and zeros for avg (counted in the divisor when
+// count_include_pad, PyTorch's default).
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding = {0, 0}, bool count_include_pad = true);
+// Output cell (i, j) averages rows [floor(i*H/OH), ceil((i+1)*H/OH)) and likewise for columns.
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+// x [N, C] or [N, C, ...]. In training, normalises with the batch statistics and, when
+// running_mean/var are defined and update_running_stats, updates them in place:
+//   running = (1 - momentum) * running + momentum * batch_stat (unbiased variance).
+// Otherwise normalises with the running statistics (with the batch's when there are none).
+// weight/bias may be undefined.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                  bool update_running_stats = true);
+// Inverted dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p).
+// Draws from the default generator of x's device; identity when !training or p == 0.
+Tensor dropout(const Tensor& x, double p, bool training = true);
 
 // --- threads (core/cpu/parallel.cpp) ---
 // Sets the threads of ember's OpenMP loops and of OpenBLAS together.

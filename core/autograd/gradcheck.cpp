@@ -23,7 +23,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   std::vector<size_t> positions;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
-    EMBER_CHECK(inputs[i].device().is_cpu(), "[gradcheck] input ", i, " must be on the CPU");
+    EMBER_CHECK(inputs[i].device().is_cpu() && inputs[i].dtype() == kFloat64 && inputs[i].is_contiguous(),
+                "[gradcheck] input ", i, " must be a contiguous float64 CPU tensor, got ", inputs[i].dtype(), " on ",
+                inputs[i].device());
     checked.push_back(inputs[i]);
     positions.push_back(i);
   }
@@ -35,19 +37,18 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   if (v.numel() > 0) kernels::random[kCPU](kernels::RandomKind::Normal, v, 1234, 0, 0.0, 1.0);
   std::vector<Tensor> analytical = grad({out.to(kFloat64)}, checked, {v});
 
+  // Perturb the inputs themselves (not copies), so that a function reading them through other
+  // handles — a module's parameters captured by a closure — sees the perturbation too.
   NoGradGuard no_grad;
   for (size_t k = 0; k < checked.size(); ++k) {
-    std::vector<Tensor> args = inputs;
-    Tensor x = checked[k].detach().contiguous().clone();
-    args[positions[k]] = x;
-    auto* data = x.data<double>();
+    auto* data = checked[k].data<double>();
     std::vector<double> a = analytical[k].to_vector<double>();
-    for (int64_t j = 0; j < x.numel(); ++j) {
+    for (int64_t j = 0; j < checked[k].numel(); ++j) {
       const double orig = data[j];
       data[j] = orig + eps;
-      const double plus = contract(fn(args), v);
+      const double plus = contract(fn(inputs), v);
       data[j] = orig - eps;
-      const double minus = contract(fn(args), v);
+      const double minus = contract(fn(inputs), v);
       data[j] = orig;
       const double numerical = (plus - minus) / (2 * eps);
       const double analytic = a[static_cast<size_t>(j)];

@@ -1,0 +1,407 @@
+// bench_core: Google Benchmark timings of ember's core ops at realistic training shapes
+// (float32, CPU). Every case is named "<op>/<dims>" (e.g. "matmul/256x784x512"), and
+// bench/compare_torch.py times the same names in PyTorch, so keep the names stable.
+//
+//   bench_core [--threads N] [Google Benchmark flags...]
+//
+// --threads N (default 1) is ember's own flag, handled before benchmark::Initialize: it calls
+// ember::set_num_threads(N), which sets both ember's OpenMP loops and OpenBLAS. Times are wall
+// clock (UseRealTime), because with N > 1 the main thread's CPU time says little; Google
+// Benchmark therefore reports each case as "<op>/<dims>/real_time".
+//
+// Before timing, each case checks a few entries of its result against a reference computed
+// here in double precision; a wrong result (or an ember::Error) marks the case as an error in
+// the report instead of timing it.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+namespace {
+
+using ember::Shape;
+using ember::Tensor;
+
+// ----------------------------------------------------------------------------------------------
+// Reference checks
+
+// Thrown by check_close; caught by run_case, which reports it through SkipWithError.
+struct Mismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check_close(const std::string& what, double got, double want, double rtol = 1e-4, double atol = 1e-4) {
+  if (std::isfinite(got) && std::abs(got - want) <= atol + rtol * std::abs(want)) return;
+  std::ostringstream msg;
+  msg << "wrong result: " << what << " = " << got << ", expected " << want;
+  throw Mismatch(msg.str());
+}
+
+void check_shape(const std::string& what, const Tensor& t, const Shape& want) {
+  if (t.defined() && t.shape() == want) return;
+  throw Mismatch("wrong shape of " + what + ": got " + (t.defined() ? ember::shape_str(t.shape()) : "undefined") +
+                 ", expected " + ember::shape_str(want));
+}
+
+// sum_p a[.., i, p] * b[.., p, j] in double, through at() (so views are read as views).
+double dot_ref(const Tensor& a, const Tensor& b, int64_t batch, int64_t i, int64_t j) {
+  double acc = 0;
+  const int64_t k = a.size(-1);
+  for (int64_t p = 0; p < k; ++p) {
+    if (a.dim() == 3)
+      acc += a.at({batch, i, p}) * b.at({batch, p, j});
+    else
+      acc += a.at({i, p}) * b.at({p, j});
+  }
+  return acc;
+}
+
+// (Built with a stream: GCC 12's -Wrestrict misfires on `"literal" + std::to_string(...)`.)
+std::string idx(const std::vector<int64_t>& index) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t d = 0; d < index.size(); ++d) s << (d ? ", " : "") << index[d];
+  s << "]";
+  return s.str();
+}
+
+// ----------------------------------------------------------------------------------------------
+// The timing loop shared by every case
+
+// A case: `setup` makes the inputs, checks one result and returns the step to time. The step
+// returns a tensor that must not be optimised away.
+using Step = std::function<Tensor()>;
+
+void run_case(benchmark::State& state, const std::function<Step()>& setup) {
+  try {
+    Step step = setup();
+    for (auto _ : state) {
+      Tensor out = step();
+      benchmark::DoNotOptimize(out.raw_data());
+      benchmark::ClobberMemory();
+    }
+  } catch (const std::exception& e) {
+    // An ember::Error from an op, or a Mismatch from a reference check.
+    state.SkipWithError(e.what());
+  }
+}
+
+// "256x784x512"
+std::string dims(const std::vector<int64_t>& d) {
+  std::ostringstream s;
+  for (size_t i = 0; i < d.size(); ++i) s << (i ? "x" : "") << d[i];
+  return s.str();
+}
+
+benchmark::internal::Benchmark* add(const std::string& name, std::function<void(benchmark::State&)> fn) {
+  return benchmark::RegisterBenchmark(name.c_str(), std::move(fn))->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+constexpr double kF32 = sizeof(float);
+
+// ----------------------------------------------------------------------------------------------
+// matmul
+
+// out[b] = a[b] @ b[b]; `transpose_a` makes `a` a .t() view of a contiguous [k, m] tensor.
+void register_matmul(const std::string& op, int64_t batch, int64_t m, int64_t k, int64_t n, bool transpose_a) {
+  const std::string name = op + "/" + (batch > 1 ? dims({batch, m, k, n}) : dims({m, k, n}));
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor a, b;
+      if (batch > 1) {
+        a = ember::randn({batch, m, k});
+        b = ember::randn({batch, k, n});
+      } else {
+        a = transpose_a ? ember::randn({k, m}).t() : ember::randn({m, k});
+        b = ember::randn({k, n});
+      }
+      Tensor c = ember::matmul(a, b);
+      check_shape(name, c, batch > 1 ? Shape{batch, m, n} : Shape{m, n});
+      for (auto [bi, i, j] : {std::tuple<int64_t, int64_t, int64_t>{0, 0, 0}, {batch - 1, m - 1, n - 1},
+                              {batch / 2, m / 2, n / 3}}) {
+        const double got = batch > 1 ? c.at({bi, i, j}) : c.at({i, j});
+        check_close(name + (batch > 1 ? idx({bi, i, j}) : idx({i, j})), got, dot_ref(a, b, bi, i, j), 1e-4, 1e-3);
+      }
+      return [a, b] { return ember::matmul(a, b); };
+    });
+    state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(batch * m * k * n),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  });
+}
+
+// ----------------------------------------------------------------------------------------------
+// elementwise
+
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// y = f(x) for an [rows, cols] x; `ref` gives the expected value of one element.
+void register_unary(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&),
+                    double (*ref)(double)) {
+  const std::string name = op + "/" + dims({rows, cols});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor x = ember::randn({rows, cols});
+      Tensor y = f(x);
+      check_shape(name, y, {rows, cols});
+      for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
+        check_close(name + idx({i, j}), y.at({i, j}), ref(x.at({i, j})));
+      return [x, f] { return f(x); };
+    });
+    const double n = static_cast<double>(rows * cols);
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * 2 * n * kF32));
+  });
+}
+
+// out = f(a, b) with a [rows, cols] and b [rows, cols] or, when `bias`, b [cols] broadcast.
+void register_binary(const std::string& op, int64_t rows, int64_t cols, bool bias,
+                     Tensor (*f)(const Tensor&, const Tensor&), double (*ref)(double, double)) {
+  const std::string name = op + "/" + dims({rows, cols});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor a = ember::randn({rows, cols});
+      Tensor b = bias ? ember::randn({cols}) : ember::randn({rows, cols});
+      Tensor y = f(a, b);
+      check_shape(name, y, {rows, cols});
+      for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
+        check_close(name + idx({i, j}), y.at({i, j}), ref(a.at({i, j}), bias ? b.at({j}) : b.at({i, j})));
+      return [a, b, f] { return f(a, b); };
+    });
+    const double n = static_cast<double>(rows * cols);
+    const double read_b = bias ? static_cast<double>(cols) : n;
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * (2 * n + read_b) * kF32));
+  });
+}
+
+// ----------------------------------------------------------------------------------------------
+// reductions
+
+enum class Red { Sum, Mean, Max };
+
+// Reduces an [rows, cols] x over `dim` (-1: all elements) with sum, mean or max.
+void register_reduce(const std::string& op, int64_t rows, int64_t cols, Red red, int64_t dim) {
+  const std::string name = op + "/" + dims({rows, cols});
+  auto apply = [red, dim](const Tensor& x) -> Tensor {
+    switch (red) {
+      case Red::Sum: return dim < 0 ? ember::sum(x) : ember::sum(x, {dim});
+      case Red::Mean: return dim < 0 ? ember::mean(x) : ember::mean(x, {dim});
+      case Red::Max: return dim < 0 ? ember::max(x) : ember::max(x, {dim});
+    }
+    return Tensor();
+  };
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor x = ember::randn({rows, cols});
+      Tensor y = apply(x);
+      const std::vector<double> v = x.to_vector<double>();
+      // Reference of output entry `o`: reduce the elements x[i, j] with i (dim 0) or j (dim 1) free.
+      auto ref = [&](int64_t o) {
+        double acc = red == Red::Max ? -INFINITY : 0.0;
+        int64_t count = 0;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) {
+            if ((dim == 0 && j != o) || (dim == 1 && i != o)) continue;
+            acc = red == Red::Max ? std::max(acc, v[static_cast<size_t>(i * cols + j)])
+                                  : acc + v[static_cast<size_t>(i * cols + j)];
+            ++count;
+          }
+        return red == Red::Mean ? acc / static_cast<double>(count) : acc;
+      };
+      if (dim < 0) {
+        check_shape(name, y, {});
+        check_close(name, y.item(), ref(0), 1e-4, 1e-2);
+      } else {
+        const int64_t outs = dim == 0 ? cols : rows;
+        check_shape(name, y, {outs});
+        for (int64_t o : {int64_t{0}, outs - 1, outs / 3})
+          check_close(name + idx({o}), y.at({o}), ref(o), 1e-4, 1e-3);
+      }
+      return [x, apply] { return apply(x); };
+    });
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations() * rows * cols) * kF32));
+  });
+}
+
+void register_softmax(int64_t rows, int64_t cols) {
+  const std::string name = "softmax_dim1/" + dims({rows, cols});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor x = ember::randn({rows, cols});
+      Tensor y = ember::softmax(x, 1);
+      check_shape(name, y, {rows, cols});
+      for (int64_t r : {int64_t{0}, rows - 1}) {
+        double z = 0;
+        for (int64_t j = 0; j < cols; ++j) z += std::exp(x.at({r, j}));
+        for (int64_t j : {int64_t{0}, cols - 1}) check_close(name + idx({r, j}), y.at({r, j}), std::exp(x.at({r, j})) / z);
+      }
+      return [x] { return ember::softmax(x, 1); };
+    });
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations() * rows * cols) * 2 * kF32));
+  });
+}
+
+// Mean cross-entropy of [n, c] logits, forward and backward (the gradient of the logits).
+void register_cross_entropy(int64_t n, int64_t c) {
+  const std::string name = "cross_entropy_fwd_bwd/" + dims({n, c});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor logits = ember::randn({n, c}).requires_grad_();
+      Tensor target = ember::randint(0, c, {n});
+      auto step = [logits, target] {
+        logits.set_grad(Tensor());
+        Tensor loss = ember::cross_entropy(logits, target);
+        loss.backward();
+        return logits.grad();
+      };
+      Tensor loss = ember::cross_entropy(logits, target);
+      Tensor g = step();
+      check_shape(name + " grad", g, {n, c});
+      const std::vector<int64_t> t = target.to_vector<int64_t>();
+      double want_loss = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        double z = 0;
+        for (int64_t j = 0; j < c; ++j) z += std::exp(logits.at({r, j}));
+        want_loss += std::log(z) - logits.at({r, t[static_cast<size_t>(r)]});
+        if (r == 0 || r == n - 1)
+          for (int64_t j : {int64_t{0}, t[static_cast<size_t>(r)]}) {
+            const double p = std::exp(logits.at({r, j})) / z;
+            const double want = (p - (j == t[static_cast<size_t>(r)] ? 1.0 : 0.0)) / static_cast<double>(n);
+            check_close(name + " grad" + idx({r, j}), g.at({r, j}), want, 1e-4, 1e-6);
+          }
+      }
+      check_close(name + " loss", loss.item(), want_loss / static_cast<double>(n));
+      return step;
+    });
+    state.SetItemsProcessed(state.iterations() * n);
+  });
+}
+
+// ----------------------------------------------------------------------------------------------
+// One training step of a 784-512-512-10 MLP: forward, mean cross-entropy, backward. Layers are
+// y = x @ W + b with W [in, out] (ember::matmul + ember::add), ReLU between them; gradients are
+// reset to undefined (PyTorch: set_to_none) before each step, and there is no optimizer step.
+void register_mlp_step(int64_t batch) {
+  const std::vector<int64_t> widths = {784, 512, 512, 10};
+  std::vector<int64_t> shape = {batch};
+  shape.insert(shape.end(), widths.begin(), widths.end());
+  const std::string name = "mlp_step/" + dims(shape);
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      std::vector<Tensor> params;
+      for (size_t l = 0; l + 1 < widths.size(); ++l) {
+        const double scale = 1.0 / std::sqrt(static_cast<double>(widths[l]));
+        params.push_back((ember::randn({widths[l], widths[l + 1]}) * scale).requires_grad_());
+        params.push_back((ember::randn({widths[l + 1]}) * scale).requires_grad_());
+      }
+      Tensor x = ember::randn({batch, widths.front()});
+      Tensor target = ember::randint(0, widths.back(), {batch});
+      auto step = [params, x, target] {
+        for (const Tensor& p : params) p.set_grad(Tensor());
+        Tensor h = x;
+        for (size_t l = 0; l < params.size(); l += 2) {
+          h = ember::add(ember::matmul(h, params[l]), params[l + 1]);
+          if (l + 2 < params.size()) h = ember::relu(h);
+        }
+        Tensor loss = ember::cross_entropy(h, target);
+        loss.backward();
+        return loss;
+      };
+      Tensor loss = step();
+      // Random weights at this scale give a loss near log(10); the gradients must all be there.
+      check_close(name + " loss", loss.item(), std::log(10.0), 0.0, 1.5);
+      for (const Tensor& p : params) check_shape(name + " parameter grad", p.grad(), p.shape());
+      return step;
+    });
+    state.SetItemsProcessed(state.iterations() * batch);  // samples per second
+  });
+}
+
+void register_all() {
+  // matmul
+  register_matmul("matmul", 1, 256, 784, 512, false);
+  register_matmul("matmul", 1, 512, 512, 512, false);
+  register_matmul("matmul", 1, 1024, 1024, 1024, false);
+  register_matmul("bmm", 32, 128, 64, 128, false);
+  register_matmul("matmul_tA", 1, 512, 512, 512, true);
+  // elementwise
+  register_binary("add", 4096, 1024, false, &ember::add, [](double a, double b) { return a + b; });
+  register_binary("add_bias", 256, 512, true, &ember::add, [](double a, double b) { return a + b; });
+  register_binary("mul", 4096, 1024, false, &ember::mul, [](double a, double b) { return a * b; });
+  register_unary("relu", 4096, 1024, &ember::relu, [](double x) { return x > 0 ? x : 0.0; });
+  register_unary("gelu", 4096, 1024, &ember::gelu, &gelu_ref);
+  register_unary("exp", 4096, 1024, &ember::exp, [](double x) { return std::exp(x); });
+  // reductions
+  register_reduce("sum", 4096, 1024, Red::Sum, -1);
+  register_reduce("sum_dim0", 4096, 1024, Red::Sum, 0);
+  register_reduce("sum_dim1", 4096, 1024, Red::Sum, 1);
+  register_reduce("mean", 4096, 1024, Red::Mean, -1);
+  register_reduce("max_dim1", 4096, 1024, Red::Max, 1);
+  register_softmax(256, 1000);
+  register_cross_entropy(256, 10);
+  // a whole training step
+  register_mlp_step(128);
+}
+
+// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
+int take_threads_flag(int& argc, char** argv) {
+  int threads = 1;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char* value = nullptr;
+    if (std::strcmp(argv[i], "--threads") == 0) {
+      if (i + 1 >= argc) return -1;
+      value = argv[++i];
+    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      value = argv[i] + 10;
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || n < 1 || n > 1024) return -1;
+    threads = static_cast<int>(n);
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return threads;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = take_threads_flag(argc, argv);
+  if (threads < 1) {
+    std::cerr << "bench_core: --threads expects a positive integer, e.g. --threads 2\n";
+    return 2;
+  }
+  ember::set_num_threads(threads);
+  ember::manual_seed(0);
+  benchmark::AddCustomContext("ember_threads", std::to_string(ember::get_num_threads()));
+
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

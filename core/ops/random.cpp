@@ -1,0 +1,38 @@
+// Ops that draw random numbers: dropout.
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+
+namespace {
+
+// Keeps a uint8 mask (one byte per element) for backward rather than the input or a float mask.
+struct Dropout : Function<Dropout> {
+  static constexpr const char* name = "dropout";
+  static Tensor forward(Ctx& c, const Tensor& x, double p) {
+    Tensor keep = rand(x.shape(), TensorOptions(x.dtype()).with_device(x.device())) >= p;
+    const double scale = 1.0 / (1.0 - p);
+    c.tensors = {keep};
+    c.scalars = {scale};
+    return x * keep * scale;
+  }
+  static Grads backward(Ctx& c, const Tensor& g) { return {g * c.tensors[0] * c.scalars[0]}; }
+};
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  ops::check_defined(x, "dropout");
+  EMBER_CHECK(p >= 0.0 && p <= 1.0, "[dropout] probability has to be between 0 and 1, but got ", p);
+  ops::check_floating(x, "dropout");
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  return Dropout::apply(x, p);
+}
+
+}  // namespace ember

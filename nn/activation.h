@@ -1,0 +1,51 @@
+#pragma once
+// Stateless layers: activations and Flatten.
+#include "nn/module.h"
+
+namespace ember::nn {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+  std::string name() const override { return "ReLU"; }
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
+  std::string name() const override { return "LeakyReLU"; }
+  const double negative_slope;
+
+ protected:
+  std::string extra_repr() const override { return detail::concat("negative_slope=", negative_slope); }
+};
+
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+  std::string name() const override { return "Sigmoid"; }
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+  std::string name() const override { return "Tanh"; }
+};
+
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return gelu(x); }
+  std::string name() const override { return "GELU"; }
+};
+
+// Flattens dims start_dim..end_dim (by default everything but the batch dim).
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  std::string name() const override { return "Flatten"; }
+  const int64_t start_dim, end_dim;
+};
+
+}  // namespace ember::nn

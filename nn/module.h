@@ -1,0 +1,91 @@
+#pragma once
+// Note [Modules]
+// A Module owns named parameters and buffers and refers to named child modules. Children are
+// usually plain members registered by reference (register_module("fc1", fc1)), so a Module is
+// neither copyable nor movable: the parent keeps pointers to its members. nn::Sequential owns
+// its children instead (add<T>(args...)).
+//
+// Parameters are Tensor handles shared between the module's registry and the member the layer
+// exposes (Linear::weight). Anything that must replace a parameter's data — to(device),
+// load_state_dict — writes into the existing TensorImpl, so every handle stays valid, and an
+// optimizer built before model.to(device) still updates the right tensors.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace ember::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = delete;
+  Module& operator=(Module&&) = delete;
+
+  // The one-tensor forward most layers have; modules with other signatures add overloads.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  // The type's name for messages and printing ("Linear").
+  virtual std::string name() const { return "Module"; }
+
+  Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  M& register_module(const std::string& name, M& child) {
+    add_child(name, &child);
+    return child;
+  }
+
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Module*> children() const;
+  std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
+  // This module and every descendant, depth first, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, Module*>> named_modules();
+
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves (or converts) parameters, their gradients and buffers in place.
+  void to(Device device);
+  void to(DType dtype);  // floating parameters and buffers only, as PyTorch
+  void zero_grad(bool set_to_none = true);
+
+  StateDict state_dict() const;
+  // Copies values into the existing tensors. strict: the keys must match exactly; the error
+  // lists every missing key, unexpected key and shape mismatch.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // A multi-line summary like PyTorch's print(model).
+  std::string str() const;
+
+ protected:
+  void add_child(const std::string& name, Module* child);
+  // Lines inside "Name(...)" for str(); layers override it to show their configuration.
+  virtual std::string extra_repr() const { return ""; }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  template <class Visit>
+  void visit_tensors(bool params, bool buffers, Visit visit);
+
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, Module*>> children_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace ember::nn

@@ -1,0 +1,46 @@
+#pragma once
+#include <optional>
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+namespace detail {
+// Checks a pooling input (4-D NCHW) and names the layer in the error.
+void check_pool_input(const Tensor& x, const char* layer);
+}
+
+// stride defaults to the kernel size, as PyTorch.
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0})
+      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
+  explicit MaxPool2d(int64_t k) : MaxPool2d(Pair{k, k}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "MaxPool2d"; }
+  const Pair kernel_size, stride, padding;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0},
+                     bool count_include_pad = true)
+      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding),
+        count_include_pad(count_include_pad) {}
+  explicit AvgPool2d(int64_t k) : AvgPool2d(Pair{k, k}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AvgPool2d"; }
+  const Pair kernel_size, stride, padding;
+  const bool count_include_pad;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {}
+  explicit AdaptiveAvgPool2d(int64_t s) : AdaptiveAvgPool2d(Pair{s, s}) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  const Pair output_size;
+};
+
+}  // namespace ember::nn

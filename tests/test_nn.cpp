@@ -1,0 +1,300 @@
+// nn: the Module registry, Sequential, every layer's forward/gradients, BatchNorm statistics,
+// Dropout, initialisation, and the errors for wrong inputs and mismatched state dicts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/autograd/gradcheck.h"
+#include "core/autograd/recompute.h"
+#include "core/generator.h"
+#include "nn/nn.h"
+
+using namespace ember;
+using autograd::gradcheck;
+
+namespace {
+
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+struct Net : nn::Module {
+  nn::Linear fc1{4, 8}, fc2{8, 3};
+  nn::Dropout drop{0.5};
+  nn::BatchNorm1d bn{8};
+  Net() {
+    register_module("fc1", fc1);
+    register_module("bn", bn);
+    register_module("drop", drop);
+    register_module("fc2", fc2);
+  }
+  Tensor forward(const Tensor& x) override { return fc2(drop(relu(bn(fc1(x))))); }
+  std::string name() const override { return "Net"; }
+};
+
+// Checks the gradients of a module's output w.r.t. its input and every parameter (float64).
+void expect_module_gradcheck(nn::Module& m, const Tensor& input) {
+  m.to(kFloat64);
+  std::vector<Tensor> inputs{input.to(kFloat64).detach().requires_grad_()};
+  for (const Tensor& p : m.parameters()) inputs.push_back(p);
+  auto result = gradcheck([&](const std::vector<Tensor>&) { return m(inputs[0]); }, inputs);
+  EXPECT_TRUE(result.ok) << m.name() << ": " << result.message;
+}
+
+}  // namespace
+
+TEST(Module, RegistryNamesLikePyTorch) {
+  Net net;
+  std::vector<std::string> names;
+  for (auto& [name, t] : net.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "fc2.weight", "fc2.bias"}));
+  std::vector<std::string> buffers;
+  for (auto& [name, t] : net.named_buffers()) buffers.push_back(name);
+  EXPECT_EQ(buffers, (std::vector<std::string>{"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}));
+  EXPECT_EQ(net.children().size(), 4u);
+  EXPECT_EQ(net.named_modules().size(), 5u);
+  EXPECT_EQ(net.state_dict().size(), 9u);
+  EXPECT_TRUE(net.fc1.weight.is_same(net.parameters()[0]));
+  EXPECT_TRUE(net.fc1.weight.requires_grad());
+  EXPECT_FALSE(net.bn.running_mean.requires_grad());
+}
+
+TEST(Module, TrainEvalPropagates) {
+  Net net;
+  EXPECT_TRUE(net.drop.is_training());
+  net.eval();
+  EXPECT_FALSE(net.is_training());
+  EXPECT_FALSE(net.drop.is_training());
+  EXPECT_FALSE(net.bn.is_training());
+  net.train();
+  EXPECT_TRUE(net.bn.is_training());
+}
+
+TEST(Module, ZeroGradAndToKeepHandles) {
+  Net net;
+  Tensor x = randn({5, 4});
+  sum(net(x)).backward();
+  EXPECT_TRUE(net.fc1.weight.grad().defined());
+  net.zero_grad(false);
+  EXPECT_EQ(sum(abs(net.fc1.weight.grad())).item(), 0.0);
+  net.zero_grad();
+  EXPECT_FALSE(net.fc1.weight.grad().defined());
+  Tensor handle = net.fc2.weight;
+  net.to(kFloat64);
+  EXPECT_EQ(handle.dtype(), kFloat64);  // the same impl was converted
+  EXPECT_EQ(net.bn.num_batches_tracked.dtype(), kInt64);
+  EXPECT_EQ(net(randn({5, 4}, kFloat64)).dtype(), kFloat64);
+}
+
+TEST(Module, StateDictRoundTripAndErrors) {
+  manual_seed(1);
+  Net a;
+  manual_seed(2);
+  Net b;
+  EXPECT_NE(values(a.fc1.weight), values(b.fc1.weight));
+  Tensor handle = b.fc1.weight;
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(values(a.fc1.weight), values(b.fc1.weight));
+  EXPECT_TRUE(handle.is_same(b.fc1.weight));
+  EXPECT_NE(a.fc1.weight.storage(), b.fc1.weight.storage());  // copied, not shared
+
+  nn::StateDict partial = a.state_dict();
+  partial.erase("fc2.bias");
+  partial["extra.weight"] = zeros({1});
+  partial["fc1.weight"] = zeros({3, 3});
+  expect_error([&] { b.load_state_dict(partial); },
+               "[Net] load_state_dict failed:\n  missing keys: fc2.bias\n  unexpected keys: extra.weight\n"
+               "  shape mismatches: fc1.weight: checkpoint [3, 3] vs model [8, 4]");
+  partial["fc1.weight"] = zeros({8, 4});
+  b.load_state_dict(partial, /*strict=*/false);
+  EXPECT_EQ(sum(abs(b.fc1.weight)).item(), 0.0);
+}
+
+TEST(Module, RegistrationErrors) {
+  struct Bad : nn::Module {
+    std::string name() const override { return "Bad"; }
+  } m;
+  m.register_parameter("w", zeros({2}));
+  expect_error([&] { m.register_buffer("w", zeros({2})); }, "[Bad] the name 'w' is already registered");
+  expect_error([&] { m.register_parameter("a.b", zeros({2})); }, "[Bad] invalid name 'a.b'");
+  expect_error([&] { m(zeros({2})); }, "[Bad] this module has no one-tensor forward()");
+}
+
+TEST(Sequential, OwnsIndexesIteratesNests) {
+  nn::Sequential seq;
+  seq.add<nn::Linear>(4, 6);
+  seq.add<nn::ReLU>();
+  auto& inner = seq.add<nn::Sequential>();
+  inner.add<nn::Linear>(6, 2);
+  inner.add<nn::Tanh>();
+  EXPECT_EQ(seq.size(), 3u);
+  EXPECT_EQ(seq[1].name(), "ReLU");
+  EXPECT_EQ(seq.at<nn::Linear>(0).out_features, 6);
+  int count = 0;
+  for (nn::Module& m : seq) count += m.name().empty() ? 0 : 1;
+  EXPECT_EQ(count, 3);
+  std::vector<std::string> names;
+  for (auto& [name, t] : seq.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.0.weight", "2.0.bias"}));
+  Tensor y = seq(randn({3, 4}));
+  EXPECT_EQ(y.shape(), (Shape{3, 2}));
+  EXPECT_LE(max(abs(y)).item(), 1.0);
+  expect_error([&] { seq[5]; }, "[Sequential] index 5 is out of range for 3 module(s)");
+  expect_error([&] { seq.at<nn::Linear>(1); }, "[Sequential] child 1 is a ReLU, not the requested type");
+  EXPECT_NE(seq.str().find("(2): Sequential(\n    (0): Linear(in_features=6, out_features=2, bias=True)"), std::string::npos)
+      << seq.str();
+}
+
+TEST(Layers, LinearMatchesTheFormulaAndInitBounds) {
+  nn::Linear fc(3, 2);
+  Tensor x = randn({4, 3});
+  Tensor expected = matmul(x, fc.weight.t()) + fc.bias;
+  EXPECT_EQ(values(fc(x)), values(expected));
+  const double bound = 1 / std::sqrt(3.0);
+  nn::Linear big(100, 200);
+  EXPECT_LE(max(abs(big.weight)).item(), 0.1 + 1e-6);
+  EXPECT_GT(max(abs(big.weight)).item(), 0.09);  // fills the range +-1/sqrt(100)
+  EXPECT_LE(max(abs(fc.bias)).item(), bound);
+  nn::Linear no_bias(3, 2, false);
+  EXPECT_FALSE(no_bias.bias.defined());
+  EXPECT_EQ(no_bias.parameters().size(), 1u);
+  expect_error([&] { fc(randn({4, 5})); }, "[Linear] expected input with last dim 3 (in_features), got shape [4, 5]");
+  expect_module_gradcheck(fc, randn({2, 3}));
+}
+
+TEST(Layers, ActivationsAndFlatten) {
+  Tensor x = randn({2, 3, 2, 2});
+  EXPECT_EQ(values(nn::ReLU()(x)), values(relu(x)));
+  EXPECT_EQ(values(nn::LeakyReLU(0.2)(x)), values(leaky_relu(x, 0.2)));
+  EXPECT_EQ(values(nn::Sigmoid()(x)), values(sigmoid(x)));
+  EXPECT_EQ(values(nn::Tanh()(x)), values(tanh(x)));
+  EXPECT_EQ(values(nn::GELU()(x)), values(gelu(x)));
+  EXPECT_EQ(nn::Flatten()(x).shape(), (Shape{2, 12}));
+  EXPECT_EQ(nn::Flatten(0, 1)(x).shape(), (Shape{6, 2, 2}));
+}
+
+TEST(Layers, DropoutScalesAndIsIdentityInEval) {
+  manual_seed(5);
+  nn::Dropout drop(0.25);
+  Tensor x = ones({100000});
+  Tensor y = drop(x);
+  std::vector<double> v = values(y);
+  int64_t zeros_count = 0;
+  for (double e : v) {
+    EXPECT_TRUE(e == 0.0 || std::fabs(e - 1 / 0.75) < 1e-6);
+    zeros_count += e == 0.0;
+  }
+  EXPECT_NEAR(static_cast<double>(zeros_count) / 100000.0, 0.25, 0.01);
+  drop.eval();
+  EXPECT_TRUE(drop(x).is_same(x));
+  // the gradient goes through the kept elements with the same scale
+  drop.train();
+  Tensor w = ones({1000}).requires_grad_();
+  Tensor out = drop(w);
+  sum(out).backward();
+  EXPECT_EQ(values(w.grad()), values(out.detach()));
+  expect_error([] { nn::Dropout(1.5); }, "[Dropout] probability has to be between 0 and 1, but got 1.5");
+}
+
+TEST(Layers, DropoutReplaysWithTheGeneratorState) {
+  nn::Dropout drop(0.5);
+  Tensor x = randn({64});
+  GeneratorState s = default_generator().state();
+  Tensor a = drop(x);
+  default_generator().set_state(s);
+  Tensor b = drop(x);
+  EXPECT_EQ(values(a), values(b));
+}
+
+TEST(Layers, BatchNormTrainingStatisticsAndRunningEstimates) {
+  manual_seed(3);
+  nn::BatchNorm2d bn(3, 1e-5, 0.1);
+  Tensor x = randn({4, 3, 5, 5}) * 2.0 + 1.0;
+  Tensor y = bn(x);
+  // per channel the output has mean 0 and biased variance ~1
+  Tensor m = mean(y, {0, 2, 3}), v = mean(y * y, {0, 2, 3});
+  for (double e : values(m)) EXPECT_NEAR(e, 0.0, 1e-5);
+  for (double e : values(v)) EXPECT_NEAR(e, 1.0, 1e-3);
+  Tensor batch_mean = mean(x, {0, 2, 3});
+  Tensor centered = x - batch_mean.reshape({1, 3, 1, 1});
+  Tensor unbiased = sum(centered * centered, {0, 2, 3}) / (4 * 25 - 1.0);
+  std::vector<double> rm = values(bn.running_mean), rv = values(bn.running_var);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(rm[c], 0.1 * batch_mean.at({c}), 1e-6);
+    EXPECT_NEAR(rv[c], 0.9 + 0.1 * unbiased.at({c}), 1e-5);
+  }
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+  // eval uses the running estimates
+  bn.eval();
+  Tensor z = bn(x);
+  Tensor expected = (x - bn.running_mean.reshape({1, 3, 1, 1})) / sqrt(bn.running_var.reshape({1, 3, 1, 1}) + 1e-5);
+  std::vector<double> zv = values(z), ev = values(expected);
+  for (size_t i = 0; i < zv.size(); ++i) EXPECT_NEAR(zv[i], ev[i], 1e-5);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+}
+
+TEST(Layers, BatchNormLeavesStatisticsAloneWhileRecomputing) {
+  nn::BatchNorm1d bn(4);
+  Tensor x = randn({8, 4});
+  {
+    autograd::RecomputeGuard recomputing;
+    bn(x);
+  }
+  EXPECT_EQ(values(bn.running_mean), std::vector<double>(4, 0.0));
+  EXPECT_EQ(bn.num_batches_tracked.item(), 0.0);
+  bn(x);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+}
+
+TEST(Layers, BatchNormGradcheck) {
+  nn::BatchNorm1d bn1(3);
+  expect_module_gradcheck(bn1, randn({5, 3}));
+  nn::BatchNorm2d bn2(2);
+  expect_module_gradcheck(bn2, randn({3, 2, 2, 3}));
+  bn2.eval();
+  expect_module_gradcheck(bn2, randn({3, 2, 2, 3}));
+  nn::BatchNorm1d plain(3, 1e-5, 0.1, /*affine=*/false);
+  EXPECT_TRUE(plain.parameters().empty());
+  expect_module_gradcheck(plain, randn({4, 3, 2}));
+}
+
+TEST(Layers, BatchNormErrors) {
+  nn::BatchNorm2d bn(3);
+  expect_error([&] { bn(zeros({2, 3})); }, "[BatchNorm2d] expected 4-D input [N, C, H, W], got shape [2, 3]");
+  expect_error([&] { bn(zeros({2, 4, 2, 2})); }, "[BatchNorm2d] expected input with 3 channels, got shape [2, 4, 2, 2]");
+  expect_error([&] { bn(zeros({1, 3, 1, 1})); }, "[batch_norm] expected more than 1 value per channel when training");
+  nn::BatchNorm1d bn1(3);
+  expect_error([&] { bn1(zeros({2, 3, 4, 5})); }, "[BatchNorm1d] expected 2-D or 3-D input, got shape [2, 3, 4, 5]");
+}
+
+TEST(Layers, LossModules) {
+  Tensor logits = randn({4, 5}), target = randint(0, 5, {4});
+  nn::CrossEntropyLoss ce({Reduction::Sum, -100, 0.1});
+  EXPECT_FLOAT_EQ(ce(logits, target).item(), cross_entropy(logits, target, Reduction::Sum, -100, 0.1).item());
+  nn::MSELoss mse;
+  EXPECT_FLOAT_EQ(mse(logits, logits * 2.0).item(), mean(logits * logits).item());
+}
+
+TEST(Init, KaimingAndXavierHaveTheRightSpread) {
+  manual_seed(9);
+  Tensor w = empty({256, 128});
+  nn::init::kaiming_normal_(w, 0.0, nn::init::FanMode::FanIn, "relu");
+  EXPECT_NEAR(std::sqrt(mean(w * w).item()), std::sqrt(2.0 / 128), 0.002);
+  nn::init::xavier_uniform_(w);
+  const double bound = std::sqrt(6.0 / (128 + 256));
+  EXPECT_LE(max(abs(w)).item(), bound);
+  EXPECT_GT(max(abs(w)).item(), 0.99 * bound);
+  Tensor conv = empty({16, 3, 3, 3});
+  EXPECT_EQ(nn::init::fans_of(conv).fan_in, 27);
+  EXPECT_EQ(nn::init::fans_of(conv).fan_out, 144);
+  EXPECT_NEAR(nn::init::calculate_gain("leaky_relu", std::sqrt(5.0)), std::sqrt(1.0 / 3.0), 1e-12);
+  expect_error([] { nn::init::calculate_gain("swish"); }, "[init] unknown nonlinearity 'swish'");
+  expect_error([] { nn::init::fans_of(zeros({3})); }, "[init] fan in and fan out need a tensor with at least 2 dims");
+}
