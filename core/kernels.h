@@ -28,21 +28,35 @@ class Kernel {
 
   Fn* operator[](Device device) const {
     Fn* fn = slots_[static_cast<int>(device.type)];
-    EMBER_CHECK(fn, "[", name_, "] has no ", device.is_cuda() ? "CUDA" : "CPU",
-                " kernel (built without CUDA)");
+    if (!fn) [[unlikely]]
+      missing(device);
     return fn;
   }
 
  private:
+  [[noreturn]] void missing(Device device) const;
+
   const char* name_;
   std::array<Fn*, kNumDeviceTypes> slots_{};
 };
+
+// Whether any kernel was registered for `type`: tells "built without CUDA" from "this op has no
+// CUDA kernel yet" in the error for an empty slot.
+bool backend_registered(DeviceType type);
+void note_registration(DeviceType type);
+
+template <class Fn>
+void Kernel<Fn>::missing(Device device) const {
+  EMBER_FAIL("[", name_, "] has no ", device.is_cuda() ? "CUDA" : "CPU", " kernel",
+             backend_registered(device.type) ? " yet" : device.is_cuda() ? " (built without CUDA)" : "");
+}
 
 // Registers `fn` into `kernel` for `type` during static initialisation:
 //   static const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu);
 template <class Fn>
 bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
   kernel.set(type, fn);
+  note_registration(type);
   return true;
 }
 

@@ -11,3 +11,4 @@
 #include "nn/pool.h"
 #include "nn/residual.h"
 #include "nn/sequential.h"
+#include "nn/serialize.h"

@@ -197,3 +197,33 @@ TEST(Autograd, EngineChecksGradientShapes) {
   sum(y).backward();
   EXPECT_EQ(values(x.grad()), (std::vector<double>{4, 4, 4}));
 }
+
+TEST(Autograd, GradRunsOnlyWhatLeadsToTheInputs) {
+  Tensor x = tensor({1, 2}).requires_grad_(), w = tensor({3, 4}).requires_grad_();
+  int exp_unpacks = 0;
+  Tensor h;
+  {
+    autograd::SavedTensorHooksGuard count({[](const Tensor& t) -> std::any { return t; },
+                                           [&](const std::any& p) {
+                                             ++exp_unpacks;
+                                             return std::any_cast<Tensor>(p);
+                                           }});
+    h = exp(w);  // not on the path from the loss to x
+  }
+  Tensor y = sum(x * h);
+  std::vector<Tensor> g = autograd::grad({y}, {x});
+  EXPECT_EQ(values(g[0]), values(h));
+  EXPECT_EQ(exp_unpacks, 0);  // exp's backward never ran
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Autograd, ScalarsFollowPythonNumberRules) {
+  Tensor i = arange(4, kInt64);
+  EXPECT_EQ((i * 2.0).dtype(), kInt64);
+  EXPECT_EQ((i * 0.5).dtype(), kFloat32);
+  EXPECT_EQ(values(i * 0.5), (std::vector<double>{0, 0.5, 1, 1.5}));
+  EXPECT_EQ(values(i / 2.0), (std::vector<double>{0, 0.5, 1, 1.5}));
+  EXPECT_EQ(values(i + 0.5), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+  EXPECT_EQ(values(i > 1.5), (std::vector<double>{0, 0, 1, 1}));
+  EXPECT_EQ(values(i == 1.0), (std::vector<double>{0, 1, 0, 0}));
+}

@@ -67,8 +67,8 @@ TEST(Memory, AfterBackwardOnlyParametersGradientsAndInputsRemain) {
     const int64_t after_forward = live();
     // Alive for backward: relu's output [8,16] (saved by the second matmul, and by relu itself:
     // one storage), the logits [8,5] and logsumexp [8] (saved by cross_entropy), and the loss.
-    // x @ w1, the bias adds' inputs and the per-sample losses were freed as soon as the next
-    // op had consumed them, since no backward formula needs them.
+    // x @ w1, the bias adds' inputs and the per-sample losses were temporaries of the expression,
+    // freed at its end, since no backward formula saved them.
     EXPECT_EQ(after_forward, base + params + inputs + 8 * 16 * 4 + 8 * 5 * 4 + 8 * 4 + 4);
 
     memory::reset_peak();

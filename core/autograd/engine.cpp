@@ -12,6 +12,7 @@
 
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
@@ -78,8 +79,32 @@ void check_gradient(const Node& node, size_t i, const Tensor& g) {
               shape_str(g.shape()), " for input ", i, " of shape ", shape_str((*shapes)[i]));
 }
 
+// The nodes with a path to one of `targets` (a target itself only when it leads to another):
+// all that autograd::grad has to run.
+std::unordered_set<Node*> nodes_leading_to(const std::vector<Edge>& roots, const std::vector<Edge>& targets) {
+  std::unordered_set<Node*> target_set, needed, done;
+  for (const Edge& t : targets) target_set.insert(t.node.get());
+  // Iterative post-order: a node is needed when one of its children is.
+  std::vector<std::pair<Node*, size_t>> stack;
+  for (const Edge& r : roots)
+    if (r.valid() && done.insert(r.node.get()).second) stack.emplace_back(r.node.get(), 0);
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->next.size()) {
+      Node* child = node->next[next++].node.get();
+      if (child && done.insert(child).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    for (const Edge& e : node->next)
+      if (e.valid() && (target_set.count(e.node.get()) || needed.count(e.node.get()))) needed.insert(node);
+    stack.pop_back();
+  }
+  return needed;
+}
+
 // Runs the graph. With `captures` (autograd::grad), gradients arriving at the listed
-// (node, input) pairs are stored in `captured` and AccumulateGrad nodes do not run.
+// (node, input) pairs are stored in `captured`, and only the nodes leading to them run
+// (AccumulateGrad never does: grad() leaves .grad alone).
 void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
          const std::vector<Edge>* captures, std::vector<Tensor>* captured) {
   NoGradGuard no_grad;
@@ -106,6 +131,9 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
     }
   }
 
+  std::unordered_set<Node*> needed;
+  if (captures) needed = nodes_leading_to(roots, *captures);
+
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
     auto& b = buffers[n];
@@ -131,7 +159,9 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
     if (captures) {
       for (size_t c = 0; c < captures->size(); ++c)
         if ((*captures)[c].node.get() == node) (*captured)[c] = inputs[(*captures)[c].input_nr];
-      if (dynamic_cast<AccumulateGrad*>(node)) continue;
+      // A node that leads to no capture is not run; its children then never become ready,
+      // which is right: none of them leads to a capture either.
+      if (dynamic_cast<AccumulateGrad*>(node) || !needed.count(node)) continue;
     }
     bool any_defined = false;
     for (const Tensor& g : inputs) any_defined |= g.defined();

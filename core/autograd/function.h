@@ -30,7 +30,9 @@ class Ctx {
  public:
   Ctx(bool recording, const char* op_name) : recording_(recording), op_name_(op_name) {}
 
-  // Saving is free when nothing will run backward.
+  // Every tensor a backward needs goes through save() — outputs, inputs, masks, indices — so all
+  // of them get the version check and the saved-tensor hooks. Saving is free when nothing will
+  // run backward.
   void save(const Tensor& t) {
     if (recording_) saved_.emplace_back(t, op_name_);
   }
@@ -38,14 +40,12 @@ class Ctx {
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
   void release() {
     for (auto& s : saved_) s.release();
-    tensors.clear();
   }
 
   // Non-tensor state an op keeps for its backward.
   std::vector<int64_t> ints;
   std::vector<double> scalars;
   std::vector<Shape> shapes;
-  std::vector<Tensor> tensors;  // non-differentiable helpers (indices, masks): kept as they are
 
  private:
   template <class Op>

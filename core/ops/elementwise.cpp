@@ -218,14 +218,14 @@ struct Where : Function<Where> {
     Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
     DType dtype = promote(a.dtype(), b.dtype());
     remember_inputs(c, a, b);
-    c.tensors = {cond};
+    c.save(cond);
     Tensor out = ops::empty_on(shape, dtype, a.device());
     if (out.numel() > 0)
       kernels::where[a.device()](cond.expand(shape), a.to(dtype).expand(shape), b.to(dtype).expand(shape), out);
     return out;
   }
   static Grads backward(Ctx& c, const Tensor& g) {
-    Tensor mask = c.tensors[0].to(g.dtype());
+    Tensor mask = c.saved(0).to(g.dtype());
     return {Tensor(), c.needs_input_grad(1) ? reduce_grad(g * mask, c, 0) : Tensor(),
             c.needs_input_grad(2) ? reduce_grad(g * (1.0 - mask), c, 1) : Tensor()};
   }
@@ -237,6 +237,17 @@ struct Neg : Function<Neg> {
   static Grads backward(Ctx&, const Tensor& g) { return {-g}; }
 };
 
+// Python-number semantics for `tensor op scalar`: an integral tensor stays integral with an
+// integral scalar and computes in float32 otherwise (int * 0.5 is 0.5, not 0), as PyTorch.
+Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kFloat32); }
+Tensor with_scalar(const Tensor& x, double s) { return s != std::floor(s) ? as_floating(x) : x; }
+
+// Comparison with a Python number: in x's dtype unless the number has a fraction x cannot hold.
+Tensor compare_scalar(BinaryOp op, const Tensor& x, double s, const char* name) {
+  Tensor xs = !is_floating(x.dtype()) && s != std::floor(s) ? x.to(kFloat64) : x;
+  return ops::binary_kernel(op, xs, ops::wrap_scalar(s, xs), name);
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) { return Add::apply(a, b); }
@@ -247,8 +258,8 @@ Tensor pow(const Tensor& a, const Tensor& b) { return Pow::apply(a, b); }
 Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent, 0.0); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Maximum>::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Minimum>::apply(a, b); }
-Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(x, 1.0, value); }
-Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(x, value, 0.0); }
+Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(with_scalar(x, value), 1.0, value); }
+Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(with_scalar(x, value), value, 0.0); }
 Tensor neg(const Tensor& x) { return Neg::apply(x); }
 Tensor exp(const Tensor& x) { return Exp::apply(x); }
 Tensor log(const Tensor& x) { return Log::apply(x); }
@@ -282,22 +293,23 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& x, double s) { return add_scalar(x, s); }
 Tensor operator+(double s, const Tensor& x) { return add_scalar(x, s); }
 Tensor operator-(const Tensor& x, double s) { return add_scalar(x, -s); }
-Tensor operator-(double s, const Tensor& x) { return Affine::apply(x, -1.0, s); }
+Tensor operator-(double s, const Tensor& x) { return Affine::apply(with_scalar(x, s), -1.0, s); }
 Tensor operator*(const Tensor& x, double s) { return mul_scalar(x, s); }
 Tensor operator*(double s, const Tensor& x) { return mul_scalar(x, s); }
-Tensor operator/(const Tensor& x, double s) { return mul_scalar(x, 1.0 / s); }
-Tensor operator/(double s, const Tensor& x) { return mul_scalar(pow(x, -1.0), s); }
+// Division is true division: an integral tensor is divided in float32.
+Tensor operator/(const Tensor& x, double s) { return mul_scalar(as_floating(x), 1.0 / s); }
+Tensor operator/(double s, const Tensor& x) { return mul_scalar(pow(as_floating(x), -1.0), s); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator==(const Tensor& a, double s) { return eq(a, ops::wrap_scalar(s, a)); }
-Tensor operator!=(const Tensor& a, double s) { return ne(a, ops::wrap_scalar(s, a)); }
-Tensor operator<(const Tensor& a, double s) { return lt(a, ops::wrap_scalar(s, a)); }
-Tensor operator<=(const Tensor& a, double s) { return le(a, ops::wrap_scalar(s, a)); }
-Tensor operator>(const Tensor& a, double s) { return gt(a, ops::wrap_scalar(s, a)); }
-Tensor operator>=(const Tensor& a, double s) { return ge(a, ops::wrap_scalar(s, a)); }
+Tensor operator==(const Tensor& a, double s) { return compare_scalar(BinaryOp::Eq, a, s, "eq"); }
+Tensor operator!=(const Tensor& a, double s) { return compare_scalar(BinaryOp::Ne, a, s, "ne"); }
+Tensor operator<(const Tensor& a, double s) { return compare_scalar(BinaryOp::Lt, a, s, "lt"); }
+Tensor operator<=(const Tensor& a, double s) { return compare_scalar(BinaryOp::Le, a, s, "le"); }
+Tensor operator>(const Tensor& a, double s) { return compare_scalar(BinaryOp::Gt, a, s, "gt"); }
+Tensor operator>=(const Tensor& a, double s) { return compare_scalar(BinaryOp::Ge, a, s, "ge"); }
 
 }  // namespace ember

@@ -36,7 +36,7 @@ inline Tensor unary_kernel(kernels::UnaryOp op, const Tensor& x, double a = 0, d
 Tensor binary_kernel(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
 
 // A 0-d tensor holding `value` with x's dtype and device (Python-number semantics: it never
-// widens x's dtype).
+// widens x's dtype; callers convert x first when the number has a fraction x cannot hold).
 inline Tensor wrap_scalar(double value, const Tensor& x) {
   return scalar_tensor(value, TensorOptions(x.dtype()).with_device(x.device()));
 }

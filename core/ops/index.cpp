@@ -42,13 +42,13 @@ struct IndexSelect : Function<IndexSelect> {
     if (out.numel() > 0) kernels::index_select[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
     c.shapes = {x.shape()};
     c.ints = {dim};
-    c.tensors = {idx};
+    c.save(idx);
     return out;
   }
   static Grads backward(Ctx& c, const Tensor& g) {
     Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
     Split3 s = split_at(c.shapes[0], c.ints[0]);
-    if (g.numel() > 0) kernels::index_add[g.device()](g.contiguous(), c.tensors[0], s.outer, s.k, s.inner, gx);
+    if (g.numel() > 0) kernels::index_add[g.device()](g.contiguous(), c.saved(0), s.outer, s.k, s.inner, gx);
     return {gx, Tensor()};
   }
 };
@@ -61,13 +61,13 @@ struct Gather : Function<Gather> {
     if (out.numel() > 0) kernels::gather[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
     c.shapes = {x.shape()};
     c.ints = {dim};
-    c.tensors = {idx};
+    c.save(idx);
     return out;
   }
   static Grads backward(Ctx& c, const Tensor& g) {
     Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
     Split3 s = split_at(c.shapes[0], c.ints[0]);
-    if (g.numel() > 0) kernels::scatter_add[g.device()](g.contiguous(), c.tensors[0], s.outer, s.k, s.inner, gx);
+    if (g.numel() > 0) kernels::scatter_add[g.device()](g.contiguous(), c.saved(0), s.outer, s.k, s.inner, gx);
     return {gx, Tensor()};
   }
 };

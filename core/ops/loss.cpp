@@ -26,7 +26,8 @@ struct CrossEntropy : Function<CrossEntropy> {
     Tensor loss = ops::empty_on({n}, x.dtype(), x.device()), lse = ops::empty_on({n}, x.dtype(), x.device());
     if (n > 0) kernels::cross_entropy_forward[x.device()](x, t, ignore_index, smoothing, loss, lse);
     c.save(x);
-    c.tensors = {t, lse};
+    c.save(t);
+    c.save(lse);
     c.ints = {ignore_index};
     c.scalars = {smoothing};
     return loss;
@@ -35,7 +36,7 @@ struct CrossEntropy : Function<CrossEntropy> {
     Tensor x = c.saved(0);
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     if (gx.numel() > 0)
-      kernels::cross_entropy_backward[x.device()](x, c.tensors[0], c.tensors[1], g.contiguous(), c.ints[0],
+      kernels::cross_entropy_backward[x.device()](x, c.saved(1), c.saved(2), g.contiguous(), c.ints[0],
                                                   c.scalars[0], gx);
     return {gx, Tensor()};
   }

@@ -37,7 +37,8 @@ struct BatchNormTrain : Function<BatchNormTrain> {
     kernels::batch_norm_apply[x.device()](x, l.n, l.c, l.s, mean, invstd, weight, bias, out);
     c.save(x);
     c.save(weight);
-    c.tensors = {mean, invstd};
+    c.save(mean);
+    c.save(invstd);
     return out;
   }
   static Grads backward(Ctx& c, const Tensor& g) {
@@ -46,7 +47,7 @@ struct BatchNormTrain : Function<BatchNormTrain> {
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     Tensor gw = c.needs_input_grad(1) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
     Tensor gb = c.needs_input_grad(2) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
-    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.tensors[0], c.tensors[1], weight, gx,
+    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.saved(2), c.saved(3), weight, gx,
                                              gw, gb);
     return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb, Tensor(), Tensor()};
   }

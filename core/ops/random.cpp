@@ -17,11 +17,11 @@ struct Dropout : Function<Dropout> {
   static Tensor forward(Ctx& c, const Tensor& x, double p) {
     Tensor keep = rand(x.shape(), TensorOptions(x.dtype()).with_device(x.device())) >= p;
     const double scale = 1.0 / (1.0 - p);
-    c.tensors = {keep};
+    c.save(keep);
     c.scalars = {scale};
     return x * keep * scale;
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g * c.tensors[0] * c.scalars[0]}; }
+  static Grads backward(Ctx& c, const Tensor& g) { return {g * c.saved(0) * c.scalars[0]}; }
 };
 
 }  // namespace

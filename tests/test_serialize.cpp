@@ -1,0 +1,416 @@
+// Safetensors save/load (nn/serialize.h) and the JSON subset under it (nn/json.h): bitwise round
+// trips, module save/load, the exact bytes ember writes, files written by PyTorch
+// (tests/fixtures/make_safetensors_fixtures.py), and a clear error for every kind of bad file.
+//
+// Set EMBER_SAFETENSORS_OUT=/some/file.safetensors to keep a copy of the round-trip file for
+//     /usr/bin/python3 tests/fixtures/make_safetensors_fixtures.py --check /some/file.safetensors
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "core/generator.h"
+#include "fixture.h"
+#include "nn/batchnorm.h"
+#include "nn/json.h"
+#include "nn/linear.h"
+#include "nn/serialize.h"
+#ifdef EMBER_WITH_CUDA
+#include "cuda/context.h"
+#endif
+
+using namespace ember;
+using nn::Metadata;
+using nn::StateDict;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string bytes_of(const Tensor& t) {
+  Tensor host = t.detach().to(kCPU).contiguous();
+  return std::string(static_cast<const char*>(host.raw_data()), host.nbytes());
+}
+
+template <class T>
+std::string raw(T value) {
+  std::string out(sizeof(T), '\0');
+  std::memcpy(out.data(), &value, sizeof(T));
+  return out;
+}
+
+// What a safetensors file of `header` and `data` looks like (no padding: readers must not need it).
+std::string safetensors_bytes(const std::string& header, const std::string& data = "") {
+  return raw(static_cast<uint64_t>(header.size())) + header + data;
+}
+
+void expect_same(const Tensor& got, const Tensor& expected, const std::string& name) {
+  EXPECT_EQ(got.dtype(), expected.dtype()) << name;
+  EXPECT_EQ(got.shape(), expected.shape()) << name;
+  EXPECT_EQ(bytes_of(got), bytes_of(expected)) << name << ": the bits differ";
+}
+
+std::vector<std::string> keys(const StateDict& state) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : state) out.push_back(k);
+  return out;
+}
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an ember::Error containing '" << needles.front() << "'";
+  } catch (const Error& e) {
+    for (const auto& needle : needles)
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
+  }
+}
+
+// Every dtype, a 0-d and an empty tensor, a non-contiguous view, one that requires grad, and
+// values whose bits matter (-0.0, 2^53 + 1, 1e300). make_safetensors_fixtures.py --check expects
+// exactly this (check_tensors() there).
+StateDict check_state() {
+  StateDict s;
+  s["linear.weight"] = from_vector(std::vector<double>{0.5, -1.25, 3.0e-8, 1.0 / 3.0, -0.0, 65504.0}, {2, 3}, kFloat32);
+  s["linear.bias"] = from_vector(std::vector<double>{0.1, -0.2}, {2}, TensorOptions(kFloat32).with_requires_grad());
+  s["stats.f64"] = from_vector(std::vector<double>{1.0 / 3.0, -2.5e-300, 1e300}, {3}, kFloat64);
+  s["count.i64"] = from_vector(std::vector<int64_t>{-7, 0, int64_t{1} << 40, 9007199254740993}, {2, 2}, kInt64);
+  s["pixels.u8"] = from_vector(std::vector<uint8_t>{0, 1, 127, 255}, {4}, kUInt8);
+  s["temperature"] = scalar_tensor(0.75);
+  s["empty"] = zeros({0, 3});
+  s["transposed"] = arange(6).reshape({2, 3}).t();
+  return s;
+}
+
+const Metadata kCheckMetadata{{"format", "pt"}, {"note", "ember \"quoted\" \xC3\xBC\n"}};
+
+struct Net : nn::Module {
+  nn::Linear fc{4, 3};
+  nn::BatchNorm1d bn{3};
+  Net() {
+    register_module("fc", fc);
+    register_module("bn", bn);
+  }
+  Tensor forward(const Tensor& x) override { return bn(fc(x)); }
+};
+
+class Serialize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ember_test_serialize_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path(name), std::ios::binary) << bytes;
+    return path(name);
+  }
+
+  static std::string read(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir_;
+};
+
+const std::string kFixtures = EMBER_FIXTURES_DIR;
+
+}  // namespace
+
+TEST_F(Serialize, RoundTripIsBitwise) {
+  const StateDict state = check_state();
+  const std::string file = path("all.safetensors");
+  nn::save_safetensors(state, file, kCheckMetadata);
+  if (const char* out = std::getenv("EMBER_SAFETENSORS_OUT")) nn::save_safetensors(state, out, kCheckMetadata);
+  EXPECT_FALSE(fs::exists(file + ".partial"));
+
+  Metadata metadata{{"stale", "entry"}};
+  const StateDict back = nn::load_safetensors(file, &metadata);
+  EXPECT_EQ(metadata, kCheckMetadata);
+  ASSERT_EQ(keys(back), keys(state));
+  for (const auto& [name, t] : state) {
+    expect_same(back.at(name), t, name);
+    EXPECT_FALSE(back.at(name).requires_grad()) << name;
+    EXPECT_TRUE(back.at(name).is_contiguous()) << name;
+  }
+  EXPECT_EQ(back.at("temperature").dim(), 0);
+  EXPECT_EQ(back.at("count.i64").to_vector<int64_t>()[3], 9007199254740993);
+
+  // Saving over an existing file replaces it.
+  nn::save_safetensors({{"only", ones({1})}}, file);
+  EXPECT_EQ(keys(nn::load_safetensors(file, &metadata)), std::vector<std::string>{"only"});
+  EXPECT_TRUE(metadata.empty());
+}
+
+#ifdef EMBER_WITH_CUDA
+TEST_F(Serialize, SavesCudaTensorsThroughTheHost) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const StateDict state = check_state();
+  StateDict on_gpu;
+  for (const auto& [name, t] : state) on_gpu[name] = t.to(kCUDA);
+  const std::string file = path("gpu.safetensors");
+  nn::save_safetensors(on_gpu, file);
+  const StateDict back = nn::load_safetensors(file);
+  ASSERT_EQ(keys(back), keys(state));
+  for (const auto& [name, t] : state) {
+    EXPECT_TRUE(back.at(name).device().is_cpu()) << name;
+    expect_same(back.at(name), t, name);
+  }
+}
+#endif
+
+TEST_F(Serialize, WritesTheExpectedBytes) {
+  const StateDict state{{"b", from_vector(std::vector<double>{1.5, -2}, {2}, kFloat32)},
+                        {"a", from_vector(std::vector<uint8_t>{1, 2, 3}, {3}, kUInt8)},
+                        {"c", scalar_tensor(7, kInt64)}};
+  const std::string file = path("small.safetensors");
+  nn::save_safetensors(state, file, {{"k", "v"}});
+
+  // Sorted keys, data in the same order, header padded with spaces so the data is 8-aligned.
+  std::string header = R"({"__metadata__":{"k":"v"},)"
+                       R"("a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},)"
+                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[3,11]},)"
+                       R"("c":{"dtype":"I64","shape":[],"data_offsets":[11,19]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const std::string data = std::string("\x01\x02\x03", 3) + raw(1.5f) + raw(-2.0f) + raw(int64_t{7});
+  const std::string bytes = read(file);
+  EXPECT_EQ(bytes, safetensors_bytes(header, data));
+
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  const json::Value parsed = json::parse(bytes.substr(8, n));
+  ASSERT_NE(parsed.find("b"), nullptr);
+  const json::Value& offsets = *parsed.find("b")->find("data_offsets");
+  EXPECT_EQ(offsets.items.at(0).integer, 3);
+  EXPECT_EQ(offsets.items.at(1).integer, 11);
+  EXPECT_EQ(parsed.find("__metadata__")->find("k")->string, "v");
+}
+
+TEST_F(Serialize, ModuleSaveAndLoadKeepsHandles) {
+  manual_seed(1);
+  Net a;
+  a(randn({5, 4}));
+  a(randn({5, 4}));  // moves the running statistics, num_batches_tracked = 2
+  const std::string file = path("net.safetensors");
+  nn::save(a, file);
+
+  manual_seed(2);
+  Net b;
+  std::vector<TensorImpl*> before;
+  for (const Tensor& t : b.parameters()) before.push_back(t.impl());
+  for (const Tensor& t : b.buffers()) before.push_back(t.impl());
+  TensorImpl* weight = b.fc.weight.impl();
+  nn::load(b, file);
+
+  const StateDict want = a.state_dict(), got = b.state_dict();
+  ASSERT_EQ(keys(got), keys(want));
+  for (const auto& [name, t] : want) expect_same(got.at(name), t, name);
+  EXPECT_EQ(b.bn.num_batches_tracked.item<int64_t>(), 2);
+
+  std::vector<TensorImpl*> after;
+  for (const Tensor& t : b.parameters()) after.push_back(t.impl());
+  for (const Tensor& t : b.buffers()) after.push_back(t.impl());
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(b.fc.weight.impl(), weight);
+  EXPECT_TRUE(b.fc.weight.requires_grad());
+
+  a.eval();
+  b.eval();
+  const Tensor x = randn({2, 4});
+  expect_same(b(x), a(x), "output");
+}
+
+TEST_F(Serialize, LoadsAFileWrittenByPyTorch) {
+  const std::string file = kFixtures + "/torch_written.safetensors";
+  Metadata metadata;
+  const StateDict state = nn::load_safetensors(file, &metadata);
+  EXPECT_EQ(metadata, (Metadata{{"format", "pt"}}));
+
+  const auto expected = testutil::Fixture::load("torch_written.txt");
+  std::vector<std::string> names = expected.names();
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(keys(state), names);
+  // The text format has no uint8, so dtypes are checked here (the fixture's comment lists them).
+  const std::map<std::string, DType> dtypes{
+      {"bn.num_batches_tracked", kInt64}, {"pixels", kUInt8}, {"scale", kFloat64}};
+  for (const auto& [name, t] : state) {
+    const Tensor want = expected.get(name);
+    EXPECT_EQ(t.dtype(), dtypes.count(name) ? dtypes.at(name) : kFloat32) << name;
+    EXPECT_EQ(t.shape(), want.shape()) << name;
+    EXPECT_EQ(t.to_vector<double>(), want.to_vector<double>()) << name;
+  }
+
+  // torch's names are the module's; "pixels" and "scale" are extra.
+  Net net;
+  expect_error([&] { nn::load(net, file); }, {"load_state_dict", "unexpected keys: pixels, scale"});
+  nn::load(net, file, /*strict=*/false);
+  for (const auto& [name, t] : net.state_dict()) expect_same(t, state.at(name), name);
+}
+
+TEST_F(Serialize, LoadingIntoADifferentModuleNamesTheKeys) {
+  struct Other : nn::Module {
+    nn::Linear fc{4, 3}, head{3, 2};
+    Other() {
+      register_module("fc", fc);
+      register_module("head", head);
+    }
+  };
+  Net net;
+  const std::string file = path("net.safetensors");
+  nn::save(net, file);
+  Other other;
+  expect_error([&] { nn::load(other, file); },
+               {"missing keys: head.bias, head.weight",
+                "unexpected keys: bn.bias, bn.num_batches_tracked, bn.running_mean, bn.running_var, bn.weight"});
+}
+
+TEST_F(Serialize, BadFilesFailWithClearErrors) {
+  const std::string entry_a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const std::string eight(8, '\0');
+  struct Case {
+    const char* name;
+    std::string bytes;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"empty", "", "the file is 0 bytes, too short for the 8-byte header size"},
+      {"short", std::string("\x05\0\0\0\0", 5), "the file is 5 bytes"},
+      {"header_too_large", raw(uint64_t{1000}) + "{}",
+       "the header size 1000 is larger than the rest of the file (2 bytes)"},
+      {"header_size_huge", raw(~uint64_t{0}) + "{}", "is larger than the rest of the file"},
+      {"truncated_json", safetensors_bytes(R"({"a":[1,2})"),
+       "not valid JSON: invalid JSON at byte 9: expected ',' or ']'"},
+      {"fraction", safetensors_bytes(R"({"a":1.5})"), "only integers are supported"},
+      {"literal", safetensors_bytes(R"({"a":null})"), "true, false and null are not supported"},
+      {"not_utf8", safetensors_bytes("{\"\xFF\":{}}"), "invalid UTF-8"},
+      {"not_an_object", safetensors_bytes("[1]"), "the header must be a JSON object, found a(n) array"},
+      {"entry_not_an_object", safetensors_bytes(R"({"a":[0]})"), "tensor 'a' must be an object"},
+      {"unknown_dtype", safetensors_bytes(R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", eight),
+       "tensor 'a' has unknown dtype 'F16' (ember reads F32, F64, I64 and U8)"},
+      {"shape_offset_mismatch", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
+       "tensor 'a' of shape [3] and dtype F32 needs 12 bytes, but its data_offsets [0, 8) hold 8"},
+      {"past_the_end", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight),
+       "tensor 'a' has data_offsets [0, 16) past the end of the data section (8 bytes)"},
+      {"reversed_offsets", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight),
+       "end before they begin"},
+      {"overlap",
+       safetensors_bytes("{" + entry_a + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", eight + "1234"),
+       "tensor 'b' at bytes [4, 12) overlaps tensor 'a' at [0, 8)"},
+      {"gap",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                         eight + "1234"),
+       "bytes [4, 8) of the data section belong to no tensor (the next is 'b')"},
+      {"first_not_at_zero", safetensors_bytes(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", eight),
+       "bytes [0, 4) of the data section belong to no tensor"},
+      {"trailing_data", safetensors_bytes("{" + entry_a + "}", eight + "1234"),
+       "the data section has 12 bytes but the tensors cover only 8"},
+      {"duplicate_key", safetensors_bytes("{" + entry_a + "," + entry_a + "}", eight), "duplicate key \"a\""},
+      {"negative_dim", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight),
+       "tensor 'a': 'shape' must not be negative, found -2"},
+      {"huge_shape",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", eight),
+       "too large to address"},
+      {"missing_field", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", eight),
+       "tensor 'a' has no 'data_offsets'"},
+      {"unknown_field",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"offset":0}})", eight),
+       "tensor 'a' has an unknown field 'offset'"},
+      {"three_offsets", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4,8]}})", eight),
+       "'data_offsets' must be [begin, end]"},
+      {"bad_metadata", safetensors_bytes(R"({"__metadata__":{"epoch":3}})"),
+       "'__metadata__' must map strings to strings, but 'epoch' is a(n) integer"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string file = write(std::string(c.name) + ".safetensors", c.bytes);
+    expect_error([&] { nn::load_safetensors(file); }, {"[load_safetensors] " + file + ": ", c.error});
+  }
+
+  expect_error([&] { nn::load_safetensors(path("missing.safetensors")); },
+               {"[load_safetensors] " + path("missing.safetensors") + ": no such file"});
+  expect_error([&] { nn::load_safetensors(dir_.string()); }, {"not a regular file"});
+  Net net;
+  expect_error([&] { nn::load(net, path("missing.safetensors")); }, {"no such file"});
+}
+
+TEST_F(Serialize, HeaderOrderDoesNotHaveToMatchDataOrder) {
+  // As PyTorch's writer does: header keys sorted by name, data sorted by element width.
+  const std::string file = write("reordered.safetensors",
+                                 safetensors_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[8,10]},)"
+                                                   R"("b":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})",
+                                                   raw(2.5) + "\x07\x09"));
+  const StateDict state = nn::load_safetensors(file);
+  EXPECT_EQ(state.at("a").to_vector<double>(), (std::vector<double>{7, 9}));
+  EXPECT_EQ(state.at("b").item(), 2.5);
+}
+
+TEST_F(Serialize, SaveRejectsWhatCannotBeWritten) {
+  expect_error([&] { nn::save_safetensors({{"__metadata__", ones({1})}}, path("x")); }, {"is reserved for metadata"});
+  expect_error([&] { nn::save_safetensors({{"w", Tensor()}}, path("x")); }, {"tensor 'w' is undefined"});
+  expect_error([&] { nn::save_safetensors({{"bad\xFF", ones({1})}}, path("x")); }, {"not valid UTF-8"});
+  const std::string nowhere = path("no/such/dir/x.safetensors");
+  expect_error([&] { nn::save_safetensors({{"w", ones({1})}}, nowhere); },
+               {"[save_safetensors] " + nowhere + ": cannot open"});
+  EXPECT_FALSE(fs::exists(path("x")));
+}
+
+TEST(Json, ParsesTheSubset) {
+  const json::Value v = json::parse(
+      " {\"s\": \"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00fc\\ud83d\\ude00\xC3\xA9\", "
+      "\"n\": [0, -12, 9223372036854775807, -9223372036854775808], \"o\": {}, \"a\": []}\n ");
+  ASSERT_EQ(v.kind, json::Value::Kind::Object);
+  EXPECT_EQ(v.keys, (std::vector<std::string>{"s", "n", "o", "a"}));
+  EXPECT_EQ(v.find("s")->string, "q\"\\/\b\f\n\r\t\xC3\xBC\xF0\x9F\x98\x80\xC3\xA9");
+  const auto& n = v.find("n")->items;
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[1].integer, -12);
+  EXPECT_EQ(n[2].integer, INT64_MAX);
+  EXPECT_EQ(n[3].integer, INT64_MIN);
+  EXPECT_EQ(v.find("missing"), nullptr);
+  // quote() writes what parse() reads back.
+  const std::string text = "tab\t \"q\" \\ \x01 \xE2\x82\xAC";
+  EXPECT_EQ(json::parse(json::quote(text)).string, text);
+}
+
+TEST(Json, RejectsEverythingElse) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "expected a value, found end of input"},
+      {"{} x", "unexpected 'x' after the JSON value"},
+      {"[1,]", "expected a value, found ']'"},
+      {"{\"a\" 1}", "expected ':'"},
+      {"{1:2}", "expected a string key"},
+      {"01", "leading zeros"},
+      {"-", "expected a digit"},
+      {"1e5", "only integers"},
+      {"9223372036854775808", "out of the 64-bit range"},
+      {"-9223372036854775809", "out of the 64-bit range"},
+      {"true", "not supported"},
+      {"\"abc", "unterminated string"},
+      {"\"a\nb\"", "control character byte 0x0A must be escaped"},
+      {"\"\\x\"", "invalid escape: 'x' after a backslash"},
+      {"\"\\u12g4\"", "expected a hex digit"},
+      {"\"\\ud83d\"", "unpaired high surrogate"},
+      {"\"\\ude00\"", "unpaired low surrogate"},
+      {"\"\xC0\xAF\"", "invalid UTF-8"},      // overlong '/'
+      {"\"\xED\xA0\x80\"", "invalid UTF-8"},  // an encoded surrogate
+      {"{\"a\":1,\"a\":2}", "duplicate key \"a\""},
+      {std::string(100, '['), "nested deeper than 64 levels"},
+  };
+  for (const auto& [text, error] : cases) {
+    SCOPED_TRACE(text);
+    expect_error([&] { json::parse(text); }, {"invalid JSON at byte", error});
+  }
+}
