@@ -9,6 +9,7 @@
 // exposes (Linear::weight). Anything that must replace a parameter's data — to(device),
 // load_state_dict — writes into the existing TensorImpl, so every handle stays valid, and an
 // optimizer built before model.to(device) still updates the right tensors.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,7 +33,13 @@ class Module {
 
   // The one-tensor forward most layers have; modules with other signatures add overloads.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Runs forward, through the call wrapper when one is set: utils::checkpoint_modules() uses it
+  // to route chosen blocks of an existing model through activation checkpointing, and
+  // utils::uncheckpoint_modules() takes it away again, without touching the model's code.
+  Tensor operator()(const Tensor& x) { return call_wrapper_ ? call_wrapper_(*this, x) : forward(x); }
+  using CallWrapper = std::function<Tensor(Module&, const Tensor&)>;
+  void set_call_wrapper(CallWrapper wrapper) { call_wrapper_ = std::move(wrapper); }
+  bool has_call_wrapper() const { return static_cast<bool>(call_wrapper_); }
   // The type's name for messages and printing ("Linear").
   virtual std::string name() const { return "Module"; }
 
@@ -81,6 +88,7 @@ class Module {
   void visit_tensors(bool params, bool buffers, Visit visit);
 
   bool training_ = true;
+  CallWrapper call_wrapper_;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;

@@ -16,7 +16,7 @@ Module& Sequential::operator[](size_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor out = x;
-  for (auto& m : owned_) out = m->forward(out);
+  for (auto& m : owned_) out = (*m)(out);
   return out;
 }
 

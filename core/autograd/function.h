@@ -14,6 +14,7 @@
 // gradient per tensor argument, in argument order (std::vector<Tensor> arguments count element
 // by element); an undefined Tensor means "no gradient". Gradients may be returned in a
 // broadcast shape: the op reduces them with sum_to before returning.
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -67,7 +68,48 @@ struct FunctionNode final : Node {
   std::vector<Shape> shapes;
 };
 
+// Note [Op observers]
+// A thread-local observer sees every op applied on this thread that records into the autograd
+// graph: before it runs (with its tensor arguments) and after (with its output). Returning a tensor from before() skips the op and uses
+// that tensor as its output. Selective activation checkpointing uses this to keep the outputs of
+// expensive ops in the forward and to replay them instead of recomputing them. Only top-level
+// recording ops are observed: ops that an op runs inside its own forward are not, so skipping an
+// op never changes which ops the observer sees next, and neither are side computations under
+// NoGradGuard (BatchNorm's running statistics), which a recompute legitimately skips.
+struct OpObserver {
+  virtual ~OpObserver() = default;
+  virtual std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) = 0;
+  virtual void after(const char* op, const Tensor& output) = 0;
+};
+
 namespace detail {
+inline thread_local OpObserver* op_observer = nullptr;
+}
+
+// Installs an observer (or none) for the guard's lifetime.
+class OpObserverGuard {
+ public:
+  explicit OpObserverGuard(OpObserver* observer) : previous_(detail::op_observer) { detail::op_observer = observer; }
+  ~OpObserverGuard() { detail::op_observer = previous_; }
+  OpObserverGuard(const OpObserverGuard&) = delete;
+  OpObserverGuard& operator=(const OpObserverGuard&) = delete;
+
+ private:
+  OpObserver* previous_;
+};
+
+namespace detail {
+
+inline void collect_tensors(std::vector<Tensor>&) {}
+template <class A, class... Rest>
+void collect_tensors(std::vector<Tensor>& out, const A& a, const Rest&... rest) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    out.push_back(a);
+  } else if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  collect_tensors(out, rest...);
+}
 
 inline bool any_requires_grad() { return false; }
 template <class A, class... Rest>
@@ -107,6 +149,23 @@ template <class Op>
 struct Function {
   template <class... Args>
   static Tensor apply(const Args&... args) {
+    OpObserver* observer = detail::op_observer;
+    if (!observer || !is_grad_enabled() || !detail::any_requires_grad(args...)) return run(args...);
+    std::vector<Tensor> tensors;
+    detail::collect_tensors(tensors, args...);
+    if (std::optional<Tensor> replayed = observer->before(Op::name, tensors)) return *replayed;
+    Tensor out;
+    {
+      OpObserverGuard top_level_only(nullptr);  // ops an op runs inside itself are its business
+      out = run(args...);
+    }
+    observer->after(Op::name, out);
+    return out;
+  }
+
+ private:
+  template <class... Args>
+  static Tensor run(const Args&... args) {
     if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
       Ctx ctx(false, Op::name);
       NoGradGuard no_grad;

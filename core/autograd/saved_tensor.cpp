@@ -8,7 +8,11 @@ namespace ember::autograd {
 
 namespace {
 thread_local std::vector<std::shared_ptr<SavedTensorHooks>> hook_stack;
-}
+thread_local const std::string* packing_op = nullptr;
+const std::string kNoOp;
+}  // namespace
+
+const std::string& saving_op_name() { return packing_op ? *packing_op : kNoOp; }
 
 SavedTensorHooksGuard::SavedTensorHooksGuard(SavedTensorHooks hooks) {
   hook_stack.push_back(std::make_shared<SavedTensorHooks>(std::move(hooks)));
@@ -23,7 +27,15 @@ SavedTensor::SavedTensor(const Tensor& t, std::string op_name) : op_name_(std::m
   saved_version_ = version_counter_->value;
   if (!hook_stack.empty()) {
     hooks_ = hook_stack.back();
-    packed_ = hooks_->pack(t.detach());
+    const std::string* outer = packing_op;
+    packing_op = &op_name_;
+    try {
+      packed_ = hooks_->pack(t.detach());
+    } catch (...) {  // a hook may throw (checkpointing's early stop does)
+      packing_op = outer;
+      throw;
+    }
+    packing_op = outer;
   } else {
     data_ = t.detach();
   }

@@ -34,6 +34,10 @@ class SavedTensorHooksGuard {
   SavedTensorHooksGuard& operator=(const SavedTensorHooksGuard&) = delete;
 };
 
+// The name of the op whose tensor is being packed: valid inside a pack hook, so a hook can
+// decide by op (selective checkpointing) or report which op saved what.
+const std::string& saving_op_name();
+
 class SavedTensor {
  public:
   SavedTensor(const Tensor& t, std::string op_name);

@@ -1,0 +1,82 @@
+// Matmul on CUDA is cuBLAS's sgemm/dgemm, with the layout logic of core/cpu/matmul.cpp: a
+// transposed view (column-major last two dims) is passed as a transpose flag rather than
+// copied, a batch is one strided-batched call (batch strides may be 0), and a batch whose right
+// operand is shared and whose left operand is contiguous collapses into one large gemm.
+//
+// Note [Row-major gemm on column-major cuBLAS]
+// cuBLAS is column-major, ember is row-major. A row-major [r, c] matrix with row stride ld is,
+// byte for byte, the column-major [c, r] matrix with leading dimension ld: its transpose. So
+// C = op(A) op(B) in row-major is C^T = op(B)^T op(A)^T in column-major, which is exactly what
+// cuBLAS computes when handed B first, then A, with m and n swapped. Each operand keeps its own
+// transpose flag: a transposed view stays "transposed" after the swap.
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "core/kernels.h"
+#include "cuda/check.h"
+#include "cuda/context.h"
+
+namespace ember::cuda {
+namespace {
+
+struct GemmOperand {
+  cublasOperation_t op;
+  int64_t ld;
+};
+
+// Layout of the last two dims [rows, cols] of a 3-D operand: row-major or a transposed view.
+GemmOperand layout(const Tensor& t) {
+  const int64_t rows = t.size(1), cols = t.size(2);
+  const int64_t rs = t.stride(1), cs = t.stride(2);
+  if (cs == 1 || cols == 1) return {CUBLAS_OP_N, std::max<int64_t>({rs, cols, 1})};
+  return {CUBLAS_OP_T, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
+}
+
+// cuBLAS takes int sizes; ember's are int64.
+int to_int(int64_t v, const char* what) {
+  EMBER_CHECK(v >= 0 && v <= INT_MAX, "[matmul] ", what, " = ", v, " does not fit the 32-bit sizes of cuBLAS");
+  return static_cast<int>(v);
+}
+
+// Row-major out[i] = op(a[i]) @ op(b[i]) for i < batch, out[i] contiguous [m, n] (see the Note).
+template <class T>
+void gemm_batched(cublasHandle_t handle, GemmOperand la, GemmOperand lb, int64_t batch, int64_t m, int64_t n,
+                  int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out) {
+  const T one = 1, zero = 0;
+  const int im = to_int(m, "m"), in = to_int(n, "n"), ik = to_int(k, "k"), count = to_int(batch, "batch");
+  const int lda = to_int(la.ld, "lda"), ldb = to_int(lb.ld, "ldb");
+  if constexpr (std::is_same_v<T, float>) {
+    CUBLAS_CHECK(cublasSgemmStridedBatched(handle, lb.op, la.op, in, im, ik, &one, b, ldb, stride_b, a, lda,
+                                           stride_a, &zero, out, in, m * n, count));
+  } else {
+    CUBLAS_CHECK(cublasDgemmStridedBatched(handle, lb.op, la.op, in, im, ik, &one, b, ldb, stride_b, a, lda,
+                                           stride_a, &zero, out, in, m * n, count));
+  }
+}
+
+void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  const int index = out.device().index;
+  DeviceGuard guard(index);
+  if (k == 0) {  // an empty sum: zeros (all-zero bytes are 0.0 in IEEE floats)
+    CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream(index)));
+    return;
+  }
+  cublasHandle_t handle = cublas_handle(index);
+  dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
+    const GemmOperand la = layout(a), lb = layout(b);
+    if (batch > 1 && b.stride(0) == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
+      gemm_batched<T>(handle, {CUBLAS_OP_N, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
+                      out.data<T>());
+      return;
+    }
+    gemm_batched<T>(handle, la, lb, batch, m, n, k, a.data<T>(), a.stride(0), b.data<T>(), b.stride(0),
+                    out.data<T>());
+  });
+}
+
+const bool registered = kernels::add_kernel(kernels::matmul, DeviceType::CUDA, &matmul_cuda);
+
+}  // namespace
+}  // namespace ember::cuda

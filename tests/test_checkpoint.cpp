@@ -1,0 +1,291 @@
+// utils::checkpoint: exact gradients, RNG replay, BatchNorm statistics once, early stop,
+// nesting, multiple inputs/outputs, retain_graph, the error paths, selective policies,
+// checkpoint_sequential and switching checkpointing on and off in a model.
+#include <gtest/gtest.h>
+
+#include "core/allocator.h"
+#include "core/autograd/grad_mode.h"
+#include "core/generator.h"
+#include "nn/nn.h"
+#include "utils/checkpoint.h"
+#include "utils/checkpoint_sequential.h"
+
+using namespace ember;
+
+namespace {
+
+std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+struct Mlp : nn::Module {
+  nn::Linear fc1{16, 32}, fc2{32, 32}, fc3{32, 4};
+  nn::Dropout drop{0.3};
+  nn::BatchNorm1d bn{32};
+  Mlp() {
+    register_module("fc1", fc1);
+    register_module("bn", bn);
+    register_module("fc2", fc2);
+    register_module("drop", drop);
+    register_module("fc3", fc3);
+  }
+  // The middle part, which the tests checkpoint.
+  Tensor body(const Tensor& x) { return drop(relu(fc2(relu(bn(fc1(x)))))); }
+  Tensor forward(const Tensor& x) override { return fc3(body(x)); }
+};
+
+// One training step's loss and gradients, with the body checkpointed or not.
+std::vector<std::vector<float>> step(Mlp& net, const Tensor& x, const Tensor& y, bool checkpointed,
+                                     const utils::CheckpointOptions& options = {}) {
+  net.zero_grad();
+  Tensor h = checkpointed ? utils::checkpoint([&](const Tensor& in) { return net.body(in); }, x, options) : net.body(x);
+  Tensor loss = cross_entropy(net.fc3(h), y);
+  loss.backward();
+  std::vector<std::vector<float>> out{values(loss)};
+  for (const Tensor& p : net.parameters()) out.push_back(values(p.grad()));
+  return out;
+}
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    manual_seed(0);
+    utils::checkpoint_stats() = {};
+  }
+};
+
+}  // namespace
+
+TEST_F(Checkpoint, ForwardRunsTwice) {
+  int runs = 0;
+  Tensor w = randn({4, 4}).requires_grad_();
+  auto fn = [&](const Tensor& x) {
+    ++runs;
+    return relu(matmul(x, w));
+  };
+  Tensor x = randn({3, 4});
+  sum(fn(x)).backward();
+  EXPECT_EQ(runs, 1);
+  runs = 0;
+  sum(utils::checkpoint(fn, x)).backward();
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 1);
+}
+
+TEST_F(Checkpoint, GradientsAreBitwiseIdenticalWithDropoutAndBatchNorm) {
+  Mlp net;
+  Tensor x = randn({8, 16}), y = randint(0, 4, {8});
+  manual_seed(42);
+  auto plain = step(net, x, y, false);
+  nn::StateDict after_plain;
+  for (auto& [k, v] : net.named_buffers()) after_plain[k] = v.clone();
+  net.bn.reset_running_stats();
+  manual_seed(42);
+  auto checkpointed = step(net, x, y, true);
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i], checkpointed[i]) << "tensor " << i;
+  // BatchNorm statistics were updated once, not twice
+  for (auto& [k, v] : net.named_buffers()) EXPECT_EQ(values(v.to(kFloat32)), values(after_plain[k].to(kFloat32))) << k;
+  EXPECT_EQ(net.bn.num_batches_tracked.item(), 1.0);
+  EXPECT_GT(utils::checkpoint_stats().tensors_packed, 0);
+}
+
+TEST_F(Checkpoint, CallersGeneratorStateIsRestoredAfterTheRecompute) {
+  Mlp net;
+  Tensor x = randn({8, 16}), y = randint(0, 4, {8});
+  Tensor h = utils::checkpoint([&](const Tensor& in) { return net.body(in); }, x);
+  GeneratorState before = default_generator().state();
+  cross_entropy(net.fc3(h), y).backward();
+  EXPECT_EQ(default_generator().state(), before);
+}
+
+TEST_F(Checkpoint, WithoutRngReplayDebugModeNamesTheOpThatDiffers) {
+  Tensor w = randn({6, 6}).requires_grad_();
+  auto fn = [&](const Tensor& x) { return matmul(dropout(x, 0.5), w); };
+  utils::CheckpointOptions options;
+  options.preserve_rng_state = false;
+  options.debug = true;
+  Tensor x = randn({4, 6}).requires_grad_();
+  Tensor out = utils::checkpoint(fn, x, options);
+  expect_error([&] { sum(out).backward(); }, "the first op whose recomputed output differs from the forward's is dropout");
+  // with replay (the default), debug mode finds nothing to report
+  options.preserve_rng_state = true;
+  Tensor again = utils::checkpoint(fn, x, options);
+  sum(again).backward();
+}
+
+TEST_F(Checkpoint, EarlyStopSkipsWhatFollowsTheLastSavedTensor) {
+  int heads = 0, tails = 0;
+  Tensor x = randn({5}).requires_grad_();
+  auto fn = [&](const Tensor& in) {
+    ++heads;
+    Tensor a = exp(in);  // saves its output: the last saved tensor
+    Tensor b = a + 1.0;  // saves nothing
+    ++tails;
+    return b;
+  };
+  sum(utils::checkpoint(fn, x)).backward();
+  EXPECT_EQ(heads, 2);
+  EXPECT_EQ(tails, 1);  // the recompute stopped before reaching it
+  EXPECT_EQ(utils::checkpoint_stats().early_stops, 1);
+  std::vector<float> expected = values(exp(x.detach()));
+  EXPECT_EQ(values(x.grad()), expected);
+}
+
+TEST_F(Checkpoint, NestedCheckpoints) {
+  nn::Linear a(6, 6), b(6, 6), c(6, 2);
+  Tensor x = randn({3, 6}).requires_grad_();
+  auto model = [&](bool nested) {
+    auto inner = [&](const Tensor& h) { return relu(b(h)); };
+    auto outer = [&](const Tensor& h) { return c(nested ? utils::checkpoint(inner, relu(a(h))) : inner(relu(a(h)))); };
+    return nested ? utils::checkpoint(outer, x) : outer(x);
+  };
+  sum(model(false)).backward();
+  std::vector<float> gx = values(x.grad()), gb = values(b.weight.grad());
+  x.set_grad(Tensor());
+  a.zero_grad();
+  b.zero_grad();
+  c.zero_grad();
+  sum(model(true)).backward();
+  EXPECT_EQ(values(x.grad()), gx);
+  EXPECT_EQ(values(b.weight.grad()), gb);
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 3);  // outer, inner, inner again inside the outer recompute
+}
+
+TEST_F(Checkpoint, SeveralInputsAndOutputsSomeWithoutGrad) {
+  Tensor x = randn({4}).requires_grad_(), y = randn({4});  // y does not require grad
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * in[1], exp(in[0]) + in[1]}; };
+  auto loss_of = [](const std::vector<Tensor>& o) { return sum(o[0]) + sum(o[1] * o[1]); };
+  loss_of(fn({x, y})).backward();
+  std::vector<float> plain = values(x.grad());
+  x.set_grad(Tensor());
+  loss_of(utils::checkpoint(fn, {x, y})).backward();
+  EXPECT_EQ(values(x.grad()), plain);
+}
+
+TEST_F(Checkpoint, SecondBackwardWithRetainGraphRecomputesAgain) {
+  Tensor w = randn({4, 4}).requires_grad_();
+  Tensor out = sum(utils::checkpoint([&](const Tensor& x) { return tanh(matmul(x, w)); }, randn({2, 4})));
+  out.backward(Tensor(), /*retain_graph=*/true);
+  std::vector<float> once = values(w.grad());
+  out.backward();
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 2);
+  std::vector<float> twice = values(w.grad());
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_FLOAT_EQ(twice[i], 2 * once[i]);
+}
+
+TEST_F(Checkpoint, ModifyingAnInputInPlaceBeforeBackwardFails) {
+  Tensor w = randn({4, 4}).requires_grad_();
+  Tensor x = randn({2, 4});
+  Tensor out = sum(utils::checkpoint([&](const Tensor& in) { return matmul(in, w); }, x));
+  x.mul_(2.0);
+  expect_error([&] { out.backward(); }, "was modified in place (version 1, expected 0)");
+}
+
+TEST_F(Checkpoint, DeterminismCheckReportsShapeAndCountChanges) {
+  int calls = 0;
+  Tensor x = randn({4, 3}).requires_grad_(), other = randn({2, 3}).requires_grad_();
+  auto shape_changes = [&](const Tensor& in) { return ++calls == 1 ? exp(in) : exp(other); };
+  Tensor a = sum(utils::checkpoint(shape_changes, x));
+  try {
+    a.backward();
+    ADD_FAILURE() << "expected a CheckpointError";
+  } catch (const utils::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("recomputed tensor 0 (saved by exp) has shape [2, 3]"), std::string::npos)
+        << e.what();
+  }
+  calls = 0;
+  auto ops_change = [&](const Tensor& in) { return ++calls == 1 ? exp(exp(in)) : exp(in) + 1.0; };
+  Tensor b = sum(utils::checkpoint(ops_change, x));
+  expect_error([&] { b.backward(); }, "op 1 of the recompute is affine but the forward ran exp");
+  calls = 0;
+  auto fewer = [&](const Tensor& in) { return ++calls == 1 ? exp(exp(in)) : exp(in); };
+  Tensor c = sum(utils::checkpoint(fewer, x));
+  expect_error([&] { c.backward(); }, "the recompute saved 1 tensor(s) but the forward saved 2");
+}
+
+TEST_F(Checkpoint, NoGradModeJustRunsTheFunction) {
+  NoGradGuard no_grad;
+  int runs = 0;
+  Tensor out = utils::checkpoint([&](const Tensor& x) { ++runs; return x * 2.0; }, ones({2}));
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 0);
+  EXPECT_EQ(values(out), (std::vector<float>{2, 2}));
+}
+
+TEST_F(Checkpoint, SaveMatmulsReplaysTheMatmulsAndKeepsGradientsExact) {
+  nn::Linear a(8, 8), b(8, 8);
+  Tensor x = randn({4, 8}).requires_grad_();
+  auto fn = [&](const Tensor& in) { return relu(b(relu(a(in)))); };
+  sum(fn(x)).backward();
+  std::vector<float> gx = values(x.grad()), ga = values(a.weight.grad());
+  x.set_grad(Tensor());
+  a.zero_grad();
+  b.zero_grad();
+  utils::CheckpointOptions options;
+  options.policy = utils::save_matmuls();
+  sum(utils::checkpoint(fn, x, options)).backward();
+  EXPECT_EQ(values(x.grad()), gx);
+  EXPECT_EQ(values(a.weight.grad()), ga);
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 2);  // both matmuls came from the forward
+}
+
+TEST_F(Checkpoint, CheckpointSequentialMatchesThePlainModel) {
+  nn::Sequential seq;
+  for (int i = 0; i < 6; ++i) {
+    seq.add<nn::Linear>(8, 8);
+    seq.add<nn::Tanh>();
+  }
+  Tensor x = randn({3, 8}).requires_grad_();
+  sum(seq(x)).backward();
+  std::vector<float> plain = values(x.grad());
+  for (int64_t segments : {1, 2, 3, 4, 12}) {
+    x.set_grad(Tensor());
+    seq.zero_grad();
+    sum(utils::checkpoint_sequential(seq, segments, x)).backward();
+    EXPECT_EQ(values(x.grad()), plain) << segments << " segments";
+  }
+  expect_error([&] { utils::checkpoint_sequential(seq, 13, x); },
+               "[checkpoint_sequential] segments must be in [1, 12] for a Sequential of 12 module(s), got 13");
+}
+
+TEST_F(Checkpoint, SwitchingBlocksOnAndOff) {
+  nn::Sequential seq;
+  seq.add<nn::Linear>(4, 4);
+  seq.add<nn::ReLU>();
+  seq.add<nn::Linear>(4, 4);
+  Tensor x = randn({2, 4});
+  EXPECT_EQ(utils::checkpoint_modules<nn::Linear>(seq), 2);
+  sum(seq(x)).backward();
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 2);
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 2);
+  EXPECT_EQ(utils::uncheckpoint_modules(seq), 2);
+  sum(seq(x)).backward();
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 2);  // off again: no new checkpointed forward
+}
+
+TEST_F(Checkpoint, DropsActivationsFromLiveMemory) {
+  nn::Sequential seq;
+  for (int i = 0; i < 8; ++i) {
+    seq.add<nn::Linear>(64, 64);
+    seq.add<nn::ReLU>();
+  }
+  Tensor x = randn({32, 64});
+  const int64_t base = memory::stats().live_bytes;
+  Tensor plain = seq(x);
+  const int64_t plain_live = memory::stats().live_bytes - base;
+  plain = Tensor();
+  Tensor ck = utils::checkpoint(seq, x);
+  const int64_t ck_live = memory::stats().live_bytes - base;
+  // plain: 8 relu outputs saved (the last one is also the output) = 8 * 32*64*4 bytes;
+  // checkpointed: only the output is alive (the input x is held by the caller anyway).
+  EXPECT_EQ(plain_live, 8 * 32 * 64 * 4);
+  EXPECT_EQ(ck_live, 32 * 64 * 4);
+}

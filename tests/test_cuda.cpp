@@ -1,0 +1,334 @@
+// The CUDA backend, checked against the CPU backend: every test computes the same thing on both
+// devices and compares. Tests skip when no CUDA device is present, except the ones that check
+// that a machine without a GPU gets clear errors instead of crashes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/generator.h"
+#include "core/kernels.h"
+#include "core/ops.h"
+#include "cuda/context.h"
+
+using namespace ember;
+
+namespace {
+
+// Same shape and dtype, the CUDA tensor on a CUDA device, and every element within
+// `tol * (1 + |expected|)` (exactly equal for tol = 0; NaNs must match NaNs).
+void expect_matches(const Tensor& cuda_result, const Tensor& cpu_result, double tol = 0.0) {
+  ASSERT_TRUE(cuda_result.device().is_cuda());
+  ASSERT_TRUE(cpu_result.device().is_cpu());
+  ASSERT_EQ(cuda_result.shape(), cpu_result.shape());
+  ASSERT_EQ(cuda_result.dtype(), cpu_result.dtype());
+  const std::vector<double> got = cuda_result.to_vector<double>(), want = cpu_result.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": got " << got[i] << ", want nan";
+    } else if (tol == 0.0) {
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], tol * (1.0 + std::fabs(want[i]))) << "element " << i;
+    }
+  }
+}
+
+// The ember::Error thrown by fn, or a failure when there is none.
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an ember::Error";
+  return "";
+}
+
+const DType kAllDTypes[] = {kFloat32, kFloat64, kInt64, kUInt8};
+
+// A CPU tensor with distinct values that every dtype holds exactly (0..numel-1, mod 200).
+Tensor sample(const Shape& shape, DType dtype) {
+  const int64_t n = numel_of(shape);
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<double>((i * 7) % 200);
+  return from_vector(values, shape, dtype);
+}
+
+}  // namespace
+
+// --- runs on every machine ---
+
+TEST(CudaContext, AvailabilityQueryNeverCrashes) {
+  const bool available = cuda::is_available();  // must return, GPU or not
+  EXPECT_EQ(available, cuda::device_count() > 0);
+  if (!available) {
+    EXPECT_NE(error_of([] { zeros({2}, kCUDA); }).find("no CUDA device"), std::string::npos);
+    EXPECT_NE(error_of([] { ones({2}).to(kCUDA); }).find("no CUDA device"), std::string::npos);
+    EXPECT_THROW(cuda::stream(0), Error);
+  }
+}
+
+TEST(CudaContext, KernelsAreRegistered) {
+  // Static registrars ran (the archive is linked whole) without touching the CUDA runtime.
+  EXPECT_TRUE(kernels::fill.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::copy.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::transfer.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::unary.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::binary.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::matmul.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::random.has(DeviceType::CUDA));
+  EXPECT_FALSE(kernels::softmax.has(DeviceType::CUDA));  // not written yet: a clear error, no stub
+}
+
+TEST(CudaContext, MissingDeviceIsAnError) {
+  const Device missing(DeviceType::CUDA, cuda::device_count());  // one past the last device
+  EXPECT_NE(error_of([&] { zeros({2}, missing); }).find("cannot use " + missing.str()), std::string::npos);
+}
+
+TEST(CudaContext, FailedCallThrowsEmberError) {
+  // An absurd device index makes cudaSetDevice (or, without a driver, cudaGetDevice) fail.
+  const std::string message = error_of([] { cuda::DeviceGuard guard(1 << 20); });
+  EXPECT_NE(message.find("[cuda] cuda"), std::string::npos) << message;
+  EXPECT_NE(message.find("context.cpp:"), std::string::npos) << "file:line of the failed call: " << message;
+  if (cuda::is_available()) {
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the failed call's error was cleared";
+  }
+}
+
+// --- need a GPU ---
+
+TEST(Cuda, Fill) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    expect_matches(full({3, 5}, 7.0, TensorOptions(dtype).with_device(kCUDA)), full({3, 5}, 7.0, dtype));
+    // Through a strided view (fill_ writes into views).
+    Tensor on_gpu = zeros({4, 6}, TensorOptions(dtype).with_device(kCUDA)), on_cpu = zeros({4, 6}, dtype);
+    on_gpu.slice(1, 1, 6, 2).fill_(3.0);
+    on_cpu.slice(1, 1, 6, 2).fill_(3.0);
+    expect_matches(on_gpu, on_cpu);
+  }
+}
+
+TEST(Cuda, RoundTripEveryDType) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = sample({3, 4, 5}, dtype);
+    Tensor on_gpu = x.to(kCUDA);
+    EXPECT_TRUE(on_gpu.device().is_cuda());
+    EXPECT_EQ(on_gpu.dtype(), dtype);
+    expect_matches(on_gpu, x);
+    Tensor back = on_gpu.to(kCPU);
+    EXPECT_TRUE(back.device().is_cpu());
+    EXPECT_EQ(back.to_vector<double>(), x.to_vector<double>());
+    // A non-contiguous source goes through contiguous() first.
+    expect_matches(x.transpose(0, 2).to(kCUDA), x.transpose(0, 2).contiguous());
+  }
+}
+
+TEST(Cuda, CopyAndCastNonContiguous) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType from : kAllDTypes) {
+    Tensor x = sample({2, 3, 4}, from);
+    Tensor t_cpu = x.permute({2, 0, 1}), t_gpu = x.to(kCUDA).permute({2, 0, 1});
+    SCOPED_TRACE(dtype_name(from));
+    expect_matches(t_gpu.contiguous(), t_cpu.contiguous());
+    for (DType to : kAllDTypes) {
+      SCOPED_TRACE(dtype_name(to));
+      expect_matches(t_gpu.to(to), t_cpu.to(to));
+    }
+    // copy_ into a strided destination, broadcasting the source.
+    Tensor dst_gpu = zeros({4, 6}, TensorOptions(from).with_device(kCUDA)), dst_cpu = zeros({4, 6}, from);
+    Tensor row = sample({3}, from);
+    dst_gpu.slice(1, 0, 6, 2).copy_(row.to(kCUDA));
+    dst_cpu.slice(1, 0, 6, 2).copy_(row);
+    expect_matches(dst_gpu, dst_cpu);
+  }
+}
+
+TEST(Cuda, TooManyDimsIsAClearError) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Reversing the dims of a 9-d tensor leaves no two dims that can be merged.
+  Tensor x = zeros(Shape(9, 2), TensorOptions(kFloat32).with_device(kCUDA));
+  const std::string message = error_of([&] { x.permute({8, 7, 6, 5, 4, 3, 2, 1, 0}).contiguous(); });
+  EXPECT_NE(message.find("[copy] the CUDA kernel handles at most 8 dims"), std::string::npos) << message;
+  // Nine dims that merge are fine.
+  expect_matches(ones(Shape(9, 2), TensorOptions(kFloat32).with_device(kCUDA)) * 2.0, full(Shape(9, 2), 2.0));
+}
+
+TEST(Cuda, BroadcastingBinaryOps) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  Tensor a = randn({4, 1, 3}), b = randn({5, 1});
+  Tensor ga = a.to(kCUDA), gb = b.to(kCUDA);
+  expect_matches(ga + gb, a + b, 1e-6);
+  expect_matches(ga * gb, a * b, 1e-6);
+  expect_matches(relu(ga * gb - 0.1), relu(a * b - 0.1), 1e-6);
+  expect_matches(ga.transpose(0, 2) * gb.t().unsqueeze(-1), a.transpose(0, 2) * b.t().unsqueeze(-1), 1e-6);
+  expect_matches(ga > gb, a > b);  // uint8 mask
+  expect_matches(ga.to(kInt64) * 3.0, a.to(kInt64) * 3.0);
+  // In place through a transposed view, with a broadcast operand.
+  Tensor m = randn({3, 4}), bias = randn({3});
+  Tensor gm = m.to(kCUDA);
+  gm.t().add_(bias.to(kCUDA), 2.0);
+  m.t().add_(bias, 2.0);
+  expect_matches(gm, m, 1e-6);
+  gm.mul_(0.5);
+  m.mul_(0.5);
+  expect_matches(gm, m, 1e-6);
+}
+
+TEST(Cuda, SmallIntegerResultsWrapLikeCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // The GPU's float -> integer conversion saturates where the CPU wraps; the kernels narrow
+  // through int64 so that both give PyTorch's wrap-around.
+  Tensor x = from_vector(std::vector<double>{0, 1, 3, 200, 255}, {5}, kUInt8);
+  Tensor gx = x.to(kCUDA);
+  Tensor one = ones({5}, kUInt8);
+  expect_matches(-gx, -x);                                  // unary
+  expect_matches(sub(gx, one.to(kCUDA)), sub(x, one));      // binary: 0 - 1 = 255
+  expect_matches(gx * 2.0, x * 2.0);                        // 200 * 2 = 144
+  Tensor f = from_vector(std::vector<double>{-1, -3, 256, 300.5}, {4}, kFloat32);
+  expect_matches(f.to(kCUDA).to(kUInt8), f.to(kUInt8));     // copy with a cast
+}
+
+TEST(Cuda, EveryBinaryOp) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  using kernels::BinaryOp;
+  const BinaryOp ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
+                          BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt,
+                          BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
+  for (DType dtype : {kFloat32, kFloat64, kInt64}) {
+    // Values >= 1 (pow; no integer division by 0), with ties for int64 (comparisons); y is
+    // broadcast along dim 0 (stride 0).
+    Tensor x = (rand({6, 5}) * 4.0 + 1.0).to(dtype), y_row = (rand({1, 5}) * 4.0 + 1.0).to(dtype);
+    Tensor y = y_row.expand({6, 5});
+    Tensor gx = x.to(kCUDA), gy = y_row.to(kCUDA).expand({6, 5});
+    for (BinaryOp op : ops) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " op " + std::to_string(static_cast<int>(op)));
+      const DType out_dtype = kernels::is_comparison(op) ? kUInt8 : dtype;
+      Tensor want = empty({6, 5}, out_dtype), got = empty({6, 5}, TensorOptions(out_dtype).with_device(kCUDA));
+      kernels::binary[kCPU](op, x, y, want);
+      kernels::binary[kCUDA](op, gx, gy, got);
+      expect_matches(got, want, dtype == kFloat32 ? 1e-5 : 1e-12);
+    }
+  }
+}
+
+TEST(Cuda, EveryUnaryOp) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  using kernels::UnaryOp;
+  struct Case {
+    UnaryOp op;
+    double a, b;
+    bool positive_input;  // log, sqrt, rsqrt, pow
+  };
+  const Case cases[] = {
+      {UnaryOp::Neg, 0, 0, false},          {UnaryOp::Exp, 0, 0, false},
+      {UnaryOp::Log, 0, 0, true},           {UnaryOp::Sqrt, 0, 0, true},
+      {UnaryOp::Rsqrt, 0, 0, true},         {UnaryOp::Abs, 0, 0, false},
+      {UnaryOp::Sign, 0, 0, false},         {UnaryOp::Relu, 0, 0, false},
+      {UnaryOp::Sigmoid, 0, 0, false},      {UnaryOp::Tanh, 0, 0, false},
+      {UnaryOp::Gelu, 0, 0, false},         {UnaryOp::GeluDerivative, 0, 0, false},
+      {UnaryOp::PowScalar, 2.5, 0, true},   {UnaryOp::Clamp, -0.5, 0.7, false},
+      {UnaryOp::InRange, -0.5, 0.7, false}, {UnaryOp::LeakyRelu, 0.1, 0, false},
+      {UnaryOp::AffineScalar, -1.5, 0.25, false},
+  };
+  static_assert(std::size(cases) == static_cast<size_t>(UnaryOp::AffineScalar) + 1, "a case per UnaryOp");
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor base = randn({7, 9}).to(dtype);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " op " + std::to_string(static_cast<int>(c.op)));
+      Tensor src = c.positive_input ? abs(base) + 0.1 : base;
+      Tensor x = src.t(), gx = src.to(kCUDA).t();  // transposed (strided) inputs
+      Tensor want = empty(x.shape(), dtype), got = empty(x.shape(), TensorOptions(dtype).with_device(kCUDA));
+      kernels::unary[kCPU](c.op, x, want, c.a, c.b);
+      kernels::unary[kCUDA](c.op, gx, got, c.a, c.b);
+      expect_matches(got, want, dtype == kFloat32 ? 1e-5 : 1e-12);
+    }
+  }
+}
+
+TEST(Cuda, MatmulMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    auto check = [&](const Tensor& a, const Tensor& b) {
+      Tensor ga = a.to(kCUDA), gb = b.to(kCUDA);
+      expect_matches(matmul(ga, gb), matmul(a, b), 1e-4);
+    };
+    Tensor a = randn({5, 7}).to(dtype), b = randn({7, 3}).to(dtype);
+    check(a, b);                                              // 2-D
+    check(randn({7, 5}).to(dtype).t(), b);                    // transposed left operand
+    check(a, randn({3, 7}).to(dtype).t());                    // transposed right operand
+    check(randn({7, 5}).to(dtype).t(), randn({3, 7}).to(dtype).t());
+    check(randn({4, 5, 7}).to(dtype), randn({4, 7, 3}).to(dtype));                     // batched
+    check(randn({4, 5, 7}).to(dtype), randn({4, 3, 7}).to(dtype).transpose(-1, -2));  // batched, transposed
+    check(randn({4, 5, 7}).to(dtype), b);                     // shared weight: one large gemm
+    check(randn({2, 1, 5, 7}).to(dtype), randn({3, 7, 3}).to(dtype));  // broadcast batch dims
+    check(randn({7}).to(dtype), b);                           // vector @ matrix
+    // The transposed views must be seen on the GPU too, not only on the CPU side.
+    Tensor gt = randn({7, 5}).to(dtype).to(kCUDA).t();
+    expect_matches(matmul(gt, b.to(kCUDA)), matmul(gt.to(kCPU), b), 1e-4);
+    // k = 0: a sum over nothing is 0.
+    expect_matches(matmul(zeros({3, 0}, TensorOptions(dtype).with_device(kCUDA)),
+                          zeros({0, 4}, TensorOptions(dtype).with_device(kCUDA))),
+                   zeros({3, 4}, dtype));
+  }
+}
+
+TEST(Cuda, RandomNumbersEqualCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    manual_seed(1234);
+    Tensor u = rand({1001}, dtype), z = randn({37, 11}, dtype);
+    manual_seed(1234);
+    Tensor gu = rand({1001}, TensorOptions(dtype).with_device(kCUDA)),
+           gz = randn({37, 11}, TensorOptions(dtype).with_device(kCUDA));
+    expect_matches(gu, u);  // uniforms: bit for bit
+    // Normals go through log/sin/cos, whose last double bit may differ from the CPU's libm.
+    const std::vector<double> got = gz.to_vector<double>(), want = z.to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (dtype == kFloat32) {
+        EXPECT_FLOAT_EQ(static_cast<float>(got[i]), static_cast<float>(want[i])) << "element " << i;
+      } else {
+        EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << "element " << i;
+      }
+    }
+  }
+}
+
+TEST(Cuda, MemoryStatsAreExact) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const MemoryStats before = memory::stats(kCUDA);
+  {
+    Tensor a = empty({1000}, TensorOptions(kFloat32).with_device(kCUDA));  // 4000 bytes
+    Tensor b = zeros({3, 5}, TensorOptions(kInt64).with_device(kCUDA));   // 120 bytes
+    Tensor c = ones({7}, TensorOptions(kUInt8).with_device(kCUDA));       // 7 bytes
+    const MemoryStats during = memory::stats(kCUDA);
+    EXPECT_EQ(during.live_bytes, before.live_bytes + 4127);
+    EXPECT_EQ(during.live_count, before.live_count + 3);
+    EXPECT_GE(during.peak_bytes, before.live_bytes + 4127);
+    EXPECT_GT(during.reserved_bytes, 0);
+  }
+  const MemoryStats after = memory::stats(kCUDA);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.live_count, before.live_count);
+  // The freed blocks stay cached until empty_cache gives them back.
+  memory::empty_cache(kCUDA);
+  EXPECT_EQ(memory::stats(kCUDA).live_bytes, before.live_bytes);
+  cuda::synchronize();
+}
+
+TEST(Cuda, EmptySlotIsAClearError) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  Tensor x = randn({2, 3}).to(kCUDA);
+  const std::string message = error_of([&] { softmax(x, 1); });
+  EXPECT_NE(message.find("[softmax] has no CUDA kernel"), std::string::npos) << message;
+}

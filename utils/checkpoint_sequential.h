@@ -1,0 +1,30 @@
+#pragma once
+// Checkpointing applied to whole models: segments of a Sequential, or chosen blocks of any model.
+#include <functional>
+
+#include "nn/sequential.h"
+#include "utils/checkpoint.h"
+
+namespace ember::utils {
+
+// PyTorch's segment semantics: the modules are cut into `segments` runs of size
+// size() / segments; every run but the last is checkpointed, the last (with the remainder)
+// runs normally since its activations are needed first in backward anyway. segments = 1 is
+// therefore the plain forward.
+Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor& x,
+                             const CheckpointOptions& options = {});
+
+// Checkpointing as a switch on an existing model: every module (at any depth) for which `which`
+// returns true runs through utils::checkpoint when called, until uncheckpoint_modules() takes
+// it off again (the rollback). Returns how many modules were switched.
+int checkpoint_modules(nn::Module& root, const std::function<bool(nn::Module&)>& which,
+                       const CheckpointOptions& options = {});
+int uncheckpoint_modules(nn::Module& root);
+
+// checkpoint_modules<nn::BasicBlock>(model): every module of that type.
+template <class M>
+int checkpoint_modules(nn::Module& root, const CheckpointOptions& options = {}) {
+  return checkpoint_modules(root, [](nn::Module& m) { return dynamic_cast<M*>(&m) != nullptr; }, options);
+}
+
+}  // namespace ember::utils
