@@ -41,6 +41,7 @@ void* Allocator::allocate(size_t nbytes) {
   ++stats_.live_count;
   stats_.live_bytes += static_cast<int64_t>(nbytes);
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
+  if (observer_) observer_(static_cast<int64_t>(nbytes), stats_.live_bytes);
   return ptr;
 }
 
@@ -50,6 +51,12 @@ void Allocator::deallocate(void* ptr, size_t nbytes) {
   cache_[round_size(nbytes)].push_back(ptr);
   --stats_.live_count;
   stats_.live_bytes -= static_cast<int64_t>(nbytes);
+  if (observer_) observer_(-static_cast<int64_t>(nbytes), stats_.live_bytes);
+}
+
+void Allocator::set_observer(Observer observer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  observer_ = std::move(observer);
 }
 
 MemoryStats Allocator::stats() const {

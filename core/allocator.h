@@ -45,6 +45,11 @@ class Allocator {
 
   MemoryStats stats() const;
   void reset_peak();
+  // Called after every allocation and free with the change and the new live bytes (the memory
+  // timeline records through it). It runs under the allocator's lock: it must not allocate
+  // tensors. An empty function removes it.
+  using Observer = std::function<void(int64_t delta_bytes, int64_t live_bytes)>;
+  void set_observer(Observer observer);
   void empty_cache();
   Device device() const { return device_; }
 
@@ -61,6 +66,7 @@ class Allocator {
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
   MemoryStats stats_;
+  Observer observer_;
 };
 
 // The allocator of a device. CPU's always exists; a backend registers a factory for its type.

@@ -33,7 +33,7 @@ TEST(Autograd, ChainRuleAndSummedPaths) {
   EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 5, 7}));
   EXPECT_TRUE(x.is_leaf());
   EXPECT_FALSE(y.is_leaf());
-  EXPECT_EQ(y.grad_fn()->name(), "sum");
+  EXPECT_EQ(std::string(y.grad_fn()->name()), "sum");
 }
 
 TEST(Autograd, DiamondGraph) {

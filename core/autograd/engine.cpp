@@ -17,6 +17,7 @@
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/op_label.h"
 #include "core/ops.h"
 
 namespace ember::autograd {
@@ -166,7 +167,10 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
     bool any_defined = false;
     for (const Tensor& g : inputs) any_defined |= g.defined();
     std::vector<Tensor> outputs;
-    if (any_defined) outputs = node->apply(std::move(inputs));
+    if (any_defined) {
+      OpLabelGuard label(node->name(), true);
+      outputs = node->apply(std::move(inputs));
+    }
     if (!retain_graph) node->release_saved();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];

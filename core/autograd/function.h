@@ -21,6 +21,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
+#include "core/autograd/op_label.h"
 #include "core/autograd/saved_tensor.h"
 
 namespace ember::autograd {
@@ -61,7 +62,7 @@ template <class Op>
 struct FunctionNode final : Node {
   FunctionNode() : ctx(true, Op::name) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return Op::backward(ctx, grads[0]); }
-  std::string name() const override { return Op::name; }
+  const char* name() const override { return Op::name; }
   void release_saved() override { ctx.release(); }
   const std::vector<Shape>* input_shapes() const override { return &shapes; }
   Ctx ctx;
@@ -166,6 +167,7 @@ struct Function {
  private:
   template <class... Args>
   static Tensor run(const Args&... args) {
+    OpLabelGuard label(Op::name, false);
     if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
       Ctx ctx(false, Op::name);
       NoGradGuard no_grad;

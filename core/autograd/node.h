@@ -32,7 +32,7 @@ struct Node {
   // Gradients w.r.t. this node's forward outputs in, gradients w.r.t. its inputs out
   // (one per edge in `next`, undefined where there is none).
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
-  virtual std::string name() const = 0;
+  virtual const char* name() const = 0;
   virtual int num_outputs() const { return 1; }
   // Frees saved tensors once the node ran in a backward without retain_graph.
   virtual void release_saved() {}
@@ -48,7 +48,7 @@ struct Node {
 struct AccumulateGrad final : Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf(std::move(leaf)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
-  std::string name() const override { return "AccumulateGrad"; }
+  const char* name() const override { return "AccumulateGrad"; }
   std::shared_ptr<TensorImpl> leaf;
 };
 

@@ -1,0 +1,80 @@
+#pragma once
+// Note [Window geometry]
+// Convolution and pooling slide a window of `kernel` cells, `dilation` apart, in steps of
+// `stride` over the input padded by `padding` on each side. Along one dim the output has
+//   out = (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1
+// cells (rounded down: PyTorch's ceil_mode=false). window2d() validates these arguments for every
+// op of the family, so conv and pooling reject bad geometry with the same words, and returns the
+// kernels::Window2d the kernels take. Ops keep it for backward in Ctx::ints (pack_window).
+#include <string>
+#include <vector>
+
+#include "core/kernels.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember::ops {
+
+inline std::string pair_str(Pair p) { return shape_str({p[0], p[1]}); }
+
+// x must be a floating point [N, C, H, W] tensor with H, W > 0 (N == 0 is a valid empty batch).
+inline void check_nchw(const Tensor& x, const char* op) {
+  check_defined(x, op);
+  EMBER_CHECK(x.dim() == 4, "[", op, "] expected a 4-D input [N, C, H, W], got input of shape ", shape_str(x.shape()));
+  check_floating(x, op);
+  EMBER_CHECK(x.size(2) > 0 && x.size(3) > 0, "[", op, "] expected non-empty height and width, got input of shape ",
+              shape_str(x.shape()));
+}
+
+// Throws unless both entries of p are >= min.
+inline void check_at_least(Pair p, int64_t min, const char* what, const Tensor& x, const char* op) {
+  EMBER_CHECK(p[0] >= min && p[1] >= min, "[", op, "] ", what, " must be >= ", min, ", got ", pair_str(p),
+              " (input of shape ", shape_str(x.shape()), ")");
+}
+
+struct WindowArgs {
+  Pair kernel, stride, padding, dilation{1, 1};
+};
+
+// The geometry of sliding `a` over x (already through check_nchw); throws naming `op` when an
+// argument is out of range or the output would be empty.
+inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const char* op) {
+  check_at_least(a.kernel, 1, "kernel size", x, op);
+  check_at_least(a.stride, 1, "stride", x, op);
+  check_at_least(a.padding, 0, "padding", x, op);
+  check_at_least(a.dilation, 1, "dilation", x, op);
+  const int64_t h = x.size(2), w = x.size(3);
+  const Pair extent{a.dilation[0] * (a.kernel[0] - 1) + 1, a.dilation[1] * (a.kernel[1] - 1) + 1};
+  const Pair padded{h + 2 * a.padding[0], w + 2 * a.padding[1]};
+  EMBER_CHECK(extent[0] <= padded[0] && extent[1] <= padded[1], "[", op, "] the window ", pair_str(extent),
+              " (kernel ", pair_str(a.kernel), ", dilation ", pair_str(a.dilation),
+              ") is larger than the padded input ", pair_str(padded), " (input of shape ", shape_str(x.shape()),
+              ", padding ", pair_str(a.padding), "): the output would be empty");
+  kernels::Window2d g{};
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.h = h;
+  g.w = w;
+  g.kh = a.kernel[0];
+  g.kw = a.kernel[1];
+  g.sh = a.stride[0];
+  g.sw = a.stride[1];
+  g.ph = a.padding[0];
+  g.pw = a.padding[1];
+  g.dh = a.dilation[0];
+  g.dw = a.dilation[1];
+  g.oh = (padded[0] - extent[0]) / g.sh + 1;
+  g.ow = (padded[1] - extent[1]) / g.sw + 1;
+  return g;
+}
+
+inline std::vector<int64_t> pack_window(const kernels::Window2d& g) {
+  return {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow};
+}
+
+inline kernels::Window2d unpack_window(const std::vector<int64_t>& v) {
+  return {v.at(0), v.at(1), v.at(2), v.at(3), v.at(4), v.at(5), v.at(6), v.at(7), v.at(8), v.at(9), v.at(10),
+          v.at(11), v.at(12), v.at(13)};
+}
+
+}  // namespace ember::ops

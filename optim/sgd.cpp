@@ -1,0 +1,48 @@
+#include "optim/sgd.h"
+
+#include "core/ops.h"
+
+namespace ember::optim {
+
+void SGDOptions::check(const std::string& optimizer) const {
+  EMBER_CHECK(momentum_ >= 0.0, "[", optimizer, "] invalid momentum ", momentum_, " (expected momentum >= 0)");
+  EMBER_CHECK(weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ", weight_decay_,
+              " (expected weight_decay >= 0)");
+  // Nesterov's look-ahead is defined on an undamped momentum buffer.
+  EMBER_CHECK(!nesterov_ || (momentum_ > 0.0 && dampening_ == 0.0), "[", optimizer,
+              "] nesterov momentum requires momentum > 0 and dampening == 0 (got momentum ", momentum_,
+              ", dampening ", dampening_, ")");
+}
+
+SGD::SGD(const std::vector<SGDParamGroup>& groups)
+    : OptimizerWith("SGD", groups, {{"momentum_buffer", StateKind::LikeParam}}) {}
+
+// Note [SGD update]
+// With gradient g of parameter p, as torch.optim.SGD computes it:
+//   g = maximize ? -g : g            the sign flips first, so weight decay still pulls p to 0
+//   g = g + weight_decay * p         L2 penalty folded into the gradient
+//   if momentum != 0:
+//     buf = first step ? g : momentum * buf + (1 - dampening) * g
+//     g = nesterov ? g + momentum * buf : buf
+//   p = p - lr * g
+// The buffer starts as a copy of the first gradient, not zeros, so the first step is a plain
+// SGD step rather than one damped by (1 - dampening).
+void SGD::step() {
+  for_each_param_with_grad([](const Tensor& p, const Tensor& grad, const SGDOptions& o, ParamState& state) {
+    Tensor g = o.maximize_ ? -grad : grad;
+    if (o.weight_decay_ != 0.0) g = g + p * o.weight_decay_;
+    if (o.momentum_ != 0.0) {
+      Tensor& buf = state["momentum_buffer"];
+      if (!buf.defined()) {
+        buf = g.clone();
+      } else {
+        buf.mul_(o.momentum_);
+        buf.add_(g, 1.0 - o.dampening_);
+      }
+      g = o.nesterov_ ? g + buf * o.momentum_ : buf;
+    }
+    p.add_(g, -o.lr_);
+  });
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,473 @@
+// Optimizers, schedulers and gradient clipping: parity with torch.optim on golden files written
+// by tests/fixtures/make_optim_fixtures.py (the gradients are replayed through .grad, so only the
+// update rules are compared), exact resume from a state_dict, parameter groups, and every error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "core/allocator.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "fixture.h"
+#include "nn/linear.h"
+#include "optim/adamw.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+
+using namespace ember;
+using testutil::Fixture;
+
+namespace {
+
+constexpr int64_t kSteps = 20;
+
+// float32 parity: 1e-6 + 1e-5 * |expected| per element.
+void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  const std::vector<double> a = actual.to_vector<double>(), b = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::abs(b[i])) << what << ", element " << i;
+}
+
+void expect_equal(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()) << what;
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+double hyper(const Fixture& f, const std::string& name) { return f.get(name).item(); }
+
+optim::SGDOptions sgd_options(const Fixture& f) {
+  return optim::SGDOptions(hyper(f, "lr"))
+      .momentum(hyper(f, "momentum"))
+      .dampening(hyper(f, "dampening"))
+      .weight_decay(hyper(f, "weight_decay"))
+      .nesterov(hyper(f, "nesterov") != 0.0)
+      .maximize(hyper(f, "maximize") != 0.0);
+}
+
+optim::AdamWOptions adamw_options(const Fixture& f) {
+  return optim::AdamWOptions(hyper(f, "lr"))
+      .betas({hyper(f, "beta1"), hyper(f, "beta2")})
+      .eps(hyper(f, "eps"))
+      .weight_decay(hyper(f, "weight_decay"))
+      .amsgrad(hyper(f, "amsgrad") != 0.0);
+}
+
+// The fixture's two initial parameters, as fresh leaves.
+std::vector<Tensor> initial_params(const Fixture& f) {
+  return {f.get("init0").requires_grad_(), f.get("init1").requires_grad_()};
+}
+
+// Sets the fixture's gradients of step k (parameter 1 has none on some steps) and steps.
+void step_with_fixture_grads(optim::Optimizer& opt, const std::vector<Tensor>& params, const Fixture& f, int64_t k) {
+  params[0].set_grad(f.get("grads0").select(0, k).clone());
+  params[1].set_grad(f.get("has_grad1").select(0, k).item() != 0 ? f.get("grads1").select(0, k).clone() : Tensor());
+  opt.step();
+}
+
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, const Fixture&)>;
+
+std::unique_ptr<optim::Optimizer> make_sgd(std::vector<Tensor> params, const Fixture& f) {
+  return std::make_unique<optim::SGD>(std::move(params), sgd_options(f));
+}
+std::unique_ptr<optim::Optimizer> make_adamw(std::vector<Tensor> params, const Fixture& f) {
+  return std::make_unique<optim::AdamW>(std::move(params), adamw_options(f));
+}
+
+// Replays the 20 gradients and compares the parameters after every step, then the final state
+// with torch's (same names as our state_dict keys).
+void check_parity(const std::string& file, const MakeOptimizer& make) {
+  SCOPED_TRACE(file);
+  const Fixture f = Fixture::load(file);
+  std::vector<Tensor> params = initial_params(f);
+  auto opt = make(params, f);
+  for (int64_t k = 0; k < kSteps; ++k) {
+    step_with_fixture_grads(*opt, params, f, k);
+    const std::string at = "after step " + std::to_string(k + 1);
+    expect_close(params[0], f.get("after0").select(0, k), "param 0 " + at);
+    expect_close(params[1], f.get("after1").select(0, k), "param 1 " + at);
+  }
+  const optim::StateDict state = opt->state_dict();
+  size_t torch_state = 0;
+  for (const std::string& name : f.names()) {
+    if (name.rfind("state.", 0) != 0) continue;
+    ++torch_state;
+    ASSERT_TRUE(state.count(name)) << "missing " << name;
+    EXPECT_EQ(state.at(name).dtype(), f.get(name).dtype()) << name;
+    expect_close(state.at(name), f.get(name), name);
+  }
+  size_t ours = 0;
+  for (const auto& [key, value] : state) ours += key.rfind("state.", 0) == 0;
+  EXPECT_EQ(ours, torch_state) << "ember keeps state torch does not";
+}
+
+Tensor param(const Shape& shape, double value = 1.0) { return full(shape, value).requires_grad_(); }
+
+}  // namespace
+
+// --- parity with torch.optim ---
+
+TEST(OptimParity, SGD) {
+  for (const char* file : {"optim_sgd_plain.txt", "optim_sgd_momentum.txt", "optim_sgd_nesterov.txt",
+                           "optim_sgd_maximize.txt"})
+    check_parity(file, make_sgd);
+}
+
+TEST(OptimParity, AdamW) {
+  for (const char* file : {"optim_adamw_default.txt", "optim_adamw_amsgrad.txt", "optim_adamw_weight_decay.txt"})
+    check_parity(file, make_adamw);
+}
+
+TEST(OptimParity, Schedulers) {
+  const Fixture f = Fixture::load("optim_lr_schedulers.txt");
+  const double base_lr = hyper(f, "base_lr");
+  const auto steps = [&](const char* name) { return static_cast<int64_t>(hyper(f, name)); };
+  using Scheduler = std::shared_ptr<optim::LRScheduler>;
+  using Make = std::function<Scheduler(optim::Optimizer&)>;
+  auto warmup = [&](optim::Optimizer& o) -> Scheduler {
+    return std::make_shared<optim::LinearWarmup>(o, steps("warmup"), hyper(f, "start_factor"));
+  };
+  auto cosine = [&](optim::Optimizer& o, const char* t_max, const char* eta_min) -> Scheduler {
+    return std::make_shared<optim::CosineAnnealingLR>(o, steps(t_max), hyper(f, eta_min));
+  };
+  const std::vector<std::pair<std::string, Make>> cases = {
+      {"lr_step",
+       [&](optim::Optimizer& o) { return std::make_shared<optim::StepLR>(o, steps("step_size"), hyper(f, "gamma")); }},
+      {"lr_cosine", [&](optim::Optimizer& o) { return cosine(o, "T_max", "eta_min"); }},
+      {"lr_linear", warmup},
+      {"lr_sequential",
+       [&](optim::Optimizer& o) {
+         std::vector<Scheduler> parts = {warmup(o), cosine(o, "seq_T_max", "seq_eta_min")};
+         return std::make_shared<optim::SequentialLR>(o, parts, std::vector<int64_t>{steps("warmup")});
+       }},
+  };
+  for (const auto& [name, make] : cases) {
+    SCOPED_TRACE(name);
+    optim::SGD opt({param({2})}, optim::SGDOptions(base_lr));
+    auto scheduler = make(opt);
+    const std::vector<double> expected = f.get(name).to_vector<double>();
+    for (size_t epoch = 0; epoch < expected.size(); ++epoch) {
+      if (epoch > 0) scheduler->step();
+      EXPECT_EQ(scheduler->last_epoch(), static_cast<int64_t>(epoch));
+      // torch computes most schedules recursively, we use the closed forms: equal up to rounding.
+      EXPECT_NEAR(opt.lr(), expected[epoch], 1e-12) << "epoch " << epoch;
+      EXPECT_EQ(scheduler->last_lr(), std::vector<double>{opt.lr()});
+    }
+  }
+}
+
+TEST(OptimParity, ClipGradNorm) {
+  const Fixture f = Fixture::load("optim_clip_grad.txt");
+  for (const char* name : {"l2", "l2_unclipped", "inf", "l3"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    Tensor a = param({4, 3}, 0.0), unused = param({2}, 0.0), b = param({5}, 0.0);
+    a.set_grad(f.get("a"));
+    b.set_grad(f.get("b"));
+    Tensor total = optim::clip_grad_norm_({a, unused, b}, hyper(f, "max_norm_" + n), hyper(f, "norm_type_" + n));
+    expect_close(total, f.get("total_" + n), "total norm");
+    expect_close(a.grad(), f.get("a_" + n), "clipped a");
+    expect_close(b.grad(), f.get("b_" + n), "clipped b");
+    EXPECT_FALSE(unused.grad().defined());
+  }
+}
+
+// --- state_dict ---
+
+// Runs 10 steps, saves, runs 10 more; a fresh model and optimizer that load the saved parameters
+// and state and run the same 10 steps must end bit for bit where the first did. The first
+// optimizer keeps stepping after the save, so this also checks that state_dict() is a snapshot.
+TEST(OptimStateDict, ResumeIsExact) {
+  const Fixture f = Fixture::load("optim_sgd_nesterov.txt");  // only its parameters and gradients
+  const std::vector<std::pair<std::string, MakeOptimizer>> cases = {
+      {"SGD", make_sgd},
+      {"AdamW", [](std::vector<Tensor> p, const Fixture&) {
+         return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01).amsgrad(true));
+       }}};
+  for (const auto& [name, make] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<Tensor> params = initial_params(f);
+    auto opt = make(params, f);
+    for (int64_t k = 0; k < 10; ++k) step_with_fixture_grads(*opt, params, f, k);
+    const optim::StateDict saved = opt->state_dict();
+    const std::vector<Tensor> saved_params = {params[0].detach().clone(), params[1].detach().clone()};
+    for (int64_t k = 10; k < kSteps; ++k) step_with_fixture_grads(*opt, params, f, k);
+
+    std::vector<Tensor> resumed = {saved_params[0].clone().requires_grad_(), saved_params[1].clone().requires_grad_()};
+    auto fresh = make(resumed, f);
+    fresh->set_lr(123.0);  // replaced by the saved hyper-parameters
+    fresh->load_state_dict(saved);
+    EXPECT_EQ(fresh->lr(), opt->lr());
+    for (int64_t k = 10; k < kSteps; ++k) step_with_fixture_grads(*fresh, resumed, f, k);
+    expect_equal(resumed[0], params[0], "param 0");
+    expect_equal(resumed[1], params[1], "param 1");
+  }
+}
+
+TEST(OptimStateDict, LayoutIsDocumented) {
+  Tensor w = param({2, 3}), b = param({3});
+  optim::SGD opt({{{w}, optim::SGDOptions(0.1).momentum(0.9)},
+                  {{b}, optim::SGDOptions(0.01).nesterov(true).momentum(0.5)}});
+  w.set_grad(ones({2, 3}));  // b has no gradient: no state for it
+  opt.step();
+  const optim::StateDict state = opt.state_dict();
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : state) keys.push_back(key);
+  const std::vector<std::string> expected = {
+      "param_groups.0.dampening", "param_groups.0.lr", "param_groups.0.maximize", "param_groups.0.momentum",
+      "param_groups.0.nesterov",  "param_groups.0.params", "param_groups.0.weight_decay",
+      "param_groups.1.dampening", "param_groups.1.lr", "param_groups.1.maximize", "param_groups.1.momentum",
+      "param_groups.1.nesterov",  "param_groups.1.params", "param_groups.1.weight_decay",
+      "state.0.momentum_buffer"};
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(state.at("param_groups.1.params").dtype(), kInt64);
+  EXPECT_EQ(state.at("param_groups.1.params").to_vector<int64_t>(), std::vector<int64_t>{1});
+  EXPECT_EQ(state.at("param_groups.1.lr").dtype(), kFloat64);
+  EXPECT_EQ(state.at("param_groups.1.lr").dim(), 0);
+  EXPECT_EQ(state.at("param_groups.1.lr").item(), 0.01);
+  EXPECT_EQ(state.at("param_groups.1.nesterov").item(), 1.0);
+  expect_equal(state.at("state.0.momentum_buffer"), ones({2, 3}), "first momentum buffer = first gradient");
+
+  optim::AdamW adam({w}, optim::AdamWOptions());
+  adam.step();
+  const optim::StateDict adam_state = adam.state_dict();
+  EXPECT_EQ(adam_state.at("state.0.step").dtype(), kInt64);
+  EXPECT_EQ(adam_state.at("state.0.step").item(), 1.0);
+  EXPECT_FALSE(adam_state.count("state.0.max_exp_avg_sq"));  // only with amsgrad
+  EXPECT_EQ(adam_state.at("param_groups.0.beta2").item(), 0.999);
+}
+
+TEST(OptimStateDict, Errors) {
+  auto momentum_sgd = [](std::vector<Tensor> params) {
+    auto opt = std::make_unique<optim::SGD>(params, optim::SGDOptions(0.1).momentum(0.9));
+    for (const Tensor& p : params) p.set_grad(ones(p.shape()));
+    opt->step();
+    return opt;
+  };
+  const optim::StateDict two = momentum_sgd({param({2, 2}), param({3})})->state_dict();
+
+  // a different number of parameters
+  expect_error([&] { momentum_sgd({param({2, 2})})->load_state_dict(two); },
+               "[SGD] load_state_dict: parameter group 0 has 1 parameters, the state dict's has 2");
+  // the same number with other shapes
+  expect_error([&] { momentum_sgd({param({2, 2}), param({4})})->load_state_dict(two); },
+               "[SGD] load_state_dict: 'state.1.momentum_buffer' has shape [3], expected [4] "
+               "(the shape of parameter 1)");
+  // a different number of groups
+  {
+    Tensor a = param({2, 2}), b = param({3});
+    optim::SGD grouped({{{a}, optim::SGDOptions(0.1)}, {{b}, optim::SGDOptions(0.1)}});
+    expect_error([&] { grouped.load_state_dict(two); }, "[SGD] load_state_dict: parameter group 0 has 1 parameters");
+  }
+  // another optimizer's state
+  expect_error([&] { optim::AdamW({param({2, 2}), param({3})}, optim::AdamWOptions()).load_state_dict(two); },
+               "[AdamW] load_state_dict: unexpected key 'param_groups.0.dampening' "
+               "(dampening is not a hyper-parameter of AdamW)");
+  optim::StateDict only_state;
+  only_state["state.0.momentum_buffer"] = two.at("state.0.momentum_buffer");
+  expect_error([&] { optim::AdamW({param({2, 2})}, optim::AdamWOptions()).load_state_dict(only_state); },
+               "[AdamW] load_state_dict: unexpected key 'state.0.momentum_buffer' "
+               "(AdamW keeps the per-parameter state: step, exp_avg, exp_avg_sq, max_exp_avg_sq)");
+  // missing, malformed and out-of-range keys
+  optim::StateDict missing = two;
+  missing.erase("param_groups.0.lr");
+  expect_error([&] { momentum_sgd({param({2, 2}), param({3})})->load_state_dict(missing); },
+               "[SGD] load_state_dict: missing key 'param_groups.0.lr'");
+  optim::StateDict extra = two;
+  extra["weights"] = ones({1});
+  expect_error([&] { momentum_sgd({param({2, 2}), param({3})})->load_state_dict(extra); },
+               "[SGD] load_state_dict: unexpected key 'weights'");
+  optim::StateDict beyond = two;
+  beyond["state.2.momentum_buffer"] = ones({3});
+  expect_error([&] { momentum_sgd({param({2, 2}), param({3})})->load_state_dict(beyond); },
+               "key 'state.2.momentum_buffer' is for parameter 2, but this optimizer has 2 parameters");
+
+  // invalid hyper-parameters are refused and nothing is changed
+  optim::StateDict bad = two;
+  bad["param_groups.0.lr"] = scalar_tensor(-1.0, kFloat64);
+  bad["param_groups.0.momentum"] = scalar_tensor(0.5, kFloat64);
+  auto target = momentum_sgd({param({2, 2}), param({3})});
+  target->set_lr(0.5);
+  const optim::StateDict before = target->state_dict();
+  expect_error([&] { target->load_state_dict(bad); }, "[SGD] invalid learning rate -1");
+  EXPECT_EQ(target->lr(), 0.5);
+  EXPECT_EQ(target->options(0).momentum_, 0.9);
+  expect_equal(target->state_dict().at("state.0.momentum_buffer"), before.at("state.0.momentum_buffer"), "state");
+}
+
+// --- groups, lr access, zero_grad, skipping ---
+
+TEST(Optim, GroupsHaveTheirOwnOptions) {
+  Tensor w = param({2, 2}), b = param({2});
+  optim::SGD opt({{{w}, optim::SGDOptions(0.1)}, {{b}, optim::SGDOptions(0.01).weight_decay(1.0)}});
+  EXPECT_EQ(opt.num_param_groups(), 2u);
+  EXPECT_TRUE(opt.params(1)[0].is_same(b));
+  EXPECT_EQ(opt.group_lr(0), 0.1);
+  EXPECT_EQ(opt.group_lr(1), 0.01);
+  EXPECT_EQ(opt.options(1).weight_decay_, 1.0);
+  expect_error([&] { (void)opt.lr(); }, "[SGD] lr(): parameter groups 0 and 1 have different learning rates");
+  expect_error([&] { (void)opt.group_lr(2); }, "[SGD] parameter group 2 does not exist (there are 2)");
+
+  w.set_grad(ones({2, 2}));
+  b.set_grad(ones({2}));
+  opt.step();
+  expect_close(w, full({2, 2}, 0.9f), "w: 1 - 0.1 * 1");
+  expect_close(b, full({2}, 0.98f), "b: 1 - 0.01 * (1 + 1.0 * 1)");
+
+  opt.set_group_lr(0, 0.2);
+  EXPECT_EQ(opt.group_lr(0), 0.2);
+  EXPECT_EQ(opt.group_lr(1), 0.01);
+  opt.set_lr(0.05);
+  EXPECT_EQ(opt.lr(), 0.05);
+  opt.set_options(1, optim::SGDOptions(0.3).momentum(0.9));
+  EXPECT_EQ(opt.group_lr(1), 0.3);
+  EXPECT_EQ(opt.options(1).momentum_, 0.9);
+
+  // A scheduler scales each group from its own base lr.
+  optim::StepLR scheduler(opt, 1, 0.5);
+  scheduler.step();
+  EXPECT_EQ(scheduler.last_lr(), (std::vector<double>{0.025, 0.15}));
+  EXPECT_EQ(opt.group_lr(1), 0.15);
+}
+
+TEST(Optim, ParametersWithoutGradAreSkipped) {
+  Tensor w = param({3}), b = param({2});
+  optim::AdamW opt({w, b}, optim::AdamWOptions(0.1));
+  w.set_grad(ones({3}));
+  opt.step();
+  expect_equal(b, ones({2}), "b has no gradient: unchanged, not even decayed");
+  EXPECT_LT(w.at({0}), 1.0);
+  const optim::StateDict state = opt.state_dict();
+  EXPECT_TRUE(state.count("state.0.exp_avg"));
+  EXPECT_FALSE(state.count("state.1.exp_avg"));
+}
+
+TEST(Optim, ZeroGrad) {
+  Tensor w = param({2}), b = param({2});
+  optim::SGD opt({w, b}, optim::SGDOptions(0.1));
+  w.set_grad(ones({2}));
+  opt.zero_grad();
+  EXPECT_FALSE(w.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+
+  w.set_grad(ones({2}));
+  const Tensor grad = w.grad();
+  opt.zero_grad(/*set_to_none=*/false);
+  EXPECT_TRUE(w.grad().is_same(grad));  // zeroed in place, not replaced
+  expect_equal(grad, zeros({2}), "zeroed gradient");
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(Optim, TrainsAModuleWithBackward) {
+  manual_seed(0);
+  nn::Linear fc(3, 1);
+  const Tensor x = randn({16, 3});
+  const Tensor y = matmul(x, tensor({1.0, -2.0, 0.5}).reshape({3, 1})) + 0.3;
+  optim::AdamW opt(fc.parameters(), optim::AdamWOptions(0.1).weight_decay(0.0));
+  optim::CosineAnnealingLR scheduler(opt, 100);
+  double first = 0.0, last = 0.0;
+  for (int i = 0; i < 100; ++i) {
+    opt.zero_grad();
+    Tensor loss = mse_loss(fc(x), y);
+    loss.backward();
+    EXPECT_LT(optim::clip_grad_norm_(fc.parameters(), 10.0).item(), 1e3);
+    opt.step();
+    scheduler.step();
+    (i == 0 ? first : last) = loss.item();
+  }
+  EXPECT_LT(last, first * 1e-2);
+}
+
+// Steps allocate temporaries of the parameters' size and free them; the state is allocated once.
+TEST(Optim, StepMemoryIsBounded) {
+  Tensor w = param({256, 256}), b = param({256});
+  const int64_t w_bytes = static_cast<int64_t>(w.nbytes());
+  optim::AdamW opt({w, b}, optim::AdamWOptions().amsgrad(true));
+  w.set_grad(full({256, 256}, 0.5));
+  b.set_grad(full({256}, 0.5));
+  opt.step();  // creates the state
+  const int64_t live = memory::stats().live_bytes;
+  memory::reset_peak();
+  opt.step();
+  EXPECT_EQ(memory::stats().live_bytes, live) << "a step must not keep memory";
+  EXPECT_LE(memory::stats().peak_bytes - live, 3 * w_bytes) << "temporaries of a step";
+}
+
+// --- errors ---
+
+TEST(OptimErrors, Construction) {
+  expect_error([] { optim::SGD({}, optim::SGDOptions(0.1)); }, "[SGD] got an empty parameter list");
+  expect_error([] { optim::AdamW(std::vector<optim::AdamWParamGroup>{}); }, "[AdamW] got an empty parameter list");
+  expect_error([] { optim::SGD({{{param({2})}, optim::SGDOptions(0.1)}, {{}, optim::SGDOptions(0.1)}}); },
+               "[SGD] parameter group 1 is empty");
+  expect_error([] { optim::SGD({param({2}), ones({3})}, optim::SGDOptions(0.1)); },
+               "[SGD] parameter 1 (group 0, shape [3]) does not require grad");
+  expect_error([] { optim::SGD({param({2}) * 2.0}, optim::SGDOptions(0.1)); },
+               "[SGD] parameter 0 (group 0, shape [2]) is not a leaf");
+  expect_error([] { optim::SGD({Tensor()}, optim::SGDOptions(0.1)); }, "[SGD] parameter 0 (group 0) is undefined");
+  Tensor twice = param({2});
+  expect_error([&] { optim::SGD({twice, twice}, optim::SGDOptions(0.1)); },
+               "[SGD] parameter 1 (group 0) appears more than once");
+}
+
+TEST(OptimErrors, HyperParameters) {
+  auto sgd = [](optim::SGDOptions o) { optim::SGD({param({2})}, o); };
+  auto adamw = [](optim::AdamWOptions o) { optim::AdamW({param({2})}, o); };
+  expect_error([&] { sgd(optim::SGDOptions(-0.1)); }, "[SGD] invalid learning rate -0.1 (expected lr >= 0)");
+  expect_error([&] { adamw(optim::AdamWOptions(-1.0)); }, "[AdamW] invalid learning rate -1");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).momentum(-0.5)); }, "[SGD] invalid momentum -0.5");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).weight_decay(-1)); }, "[SGD] invalid weight_decay -1");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).nesterov(true)); },
+               "[SGD] nesterov momentum requires momentum > 0 and dampening == 0 (got momentum 0, dampening 0)");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).nesterov(true).momentum(0.9).dampening(0.1)); },
+               "[SGD] nesterov momentum requires momentum > 0 and dampening == 0 (got momentum 0.9, dampening 0.1)");
+  expect_error([&] { adamw(optim::AdamWOptions().betas({0.9, 1.0})); }, "[AdamW] invalid betas (0.9, 1)");
+  expect_error([&] { adamw(optim::AdamWOptions().betas({-0.1, 0.9})); }, "[AdamW] invalid betas (-0.1, 0.9)");
+  expect_error([&] { adamw(optim::AdamWOptions().eps(-1e-8)); }, "[AdamW] invalid eps -1e-08");
+  expect_error([&] { adamw(optim::AdamWOptions().weight_decay(-0.01)); }, "[AdamW] invalid weight_decay -0.01");
+
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+  expect_error([&] { opt.set_lr(-1.0); }, "[SGD] invalid learning rate -1");
+  expect_error([&] { opt.set_group_lr(0, -1.0); }, "[SGD] invalid learning rate -1");
+  expect_error([&] { opt.set_options(0, optim::SGDOptions(0.1).nesterov(true)); }, "[SGD] nesterov momentum requires");
+  EXPECT_EQ(opt.lr(), 0.1);
+}
+
+TEST(OptimErrors, SchedulersAndClipping) {
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+  optim::SGD other({param({2})}, optim::SGDOptions(0.1));
+  expect_error([&] { optim::StepLR(opt, 0); }, "[StepLR] step_size must be at least 1, got 0");
+  expect_error([&] { optim::CosineAnnealingLR(opt, 0); }, "[CosineAnnealingLR] T_max must be at least 1, got 0");
+  expect_error([&] { optim::CosineAnnealingLR(opt, 10, -1.0); }, "[CosineAnnealingLR] eta_min must be >= 0, got -1");
+  expect_error([&] { optim::LinearWarmup(opt, 0); }, "[LinearWarmup] warmup_steps must be at least 1, got 0");
+  expect_error([&] { optim::LinearWarmup(opt, 5, 0.0); }, "[LinearWarmup] start_factor must be in (0, 1], got 0");
+  expect_error([&] { optim::LinearWarmup(opt, 5, 1.5); }, "[LinearWarmup] start_factor must be in (0, 1], got 1.5");
+
+  auto warm = std::make_shared<optim::LinearWarmup>(opt, 5);
+  auto cosine = std::make_shared<optim::CosineAnnealingLR>(opt, 10);
+  expect_error([&] { optim::SequentialLR(opt, {}, {}); }, "[SequentialLR] expects at least one scheduler");
+  expect_error([&] { optim::SequentialLR(opt, {warm, cosine}, {}); },
+               "[SequentialLR] expects one milestone fewer than schedulers, got 2 schedulers and 0 milestones");
+  expect_error([&] { optim::SequentialLR(opt, {warm, cosine}, {0}); }, "[SequentialLR] milestones must be positive");
+  expect_error([&] { optim::SequentialLR(opt, {warm, cosine, warm}, {5, 5}); },
+               "[SequentialLR] milestones must be positive and increasing, got 5 at position 1");
+  expect_error([&] { optim::SequentialLR(other, {warm}, {}); },
+               "[SequentialLR] scheduler 0 belongs to another optimizer");
+
+  expect_error([] { optim::clip_grad_norm_({param({2})}, 1.0, 0.0); },
+               "[clip_grad_norm_] norm_type must be positive or infinity, got 0");
+  expect_error([] { optim::clip_grad_norm_({param({2})}, -1.0); }, "[clip_grad_norm_] max_norm must be >= 0, got -1");
+  EXPECT_EQ(optim::clip_grad_norm_({param({2})}, 1.0).item(), 0.0);  // no gradients
+}
