@@ -133,7 +133,9 @@ CheckpointPlan plan_checkpoints(const std::vector<LayerProfile>& l, int64_t budg
   plan.recompute_ms = at.back()[entry].recompute;
   while (cut > 0) {
     const Prefix& p = at[cut][entry];
-    plan.segments.push_back({p.prev_cut, cut, p.checkpointed});
+    const bool merges = !p.checkpointed && !plan.segments.empty() && !plan.segments.back().checkpointed;
+    if (merges) plan.segments.back().begin = p.prev_cut;  // adjacent plain runs are one plain run
+    else plan.segments.push_back({p.prev_cut, cut, p.checkpointed});
     cut = p.prev_cut;
     entry = p.prev_entry;
   }
