@@ -320,7 +320,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
                            static_cast<double>(low), static_cast<double>(high));
   // floor() of a uniform in [low, high) is uniform over the integers. The int64 cast truncates
   // toward zero, which is floor for non-negative values, hence the shift to [0, high - low).
-  return ((u - static_cast<double>(low)).to(kInt64) + static_cast<double>(low)).to(options.dtype);
+  Tensor offset = (u - static_cast<double>(low)).to(kInt64);
+  return (offset + scalar_tensor(static_cast<double>(low), kInt64)).to(options.dtype);
 }
 
 }  // namespace ember

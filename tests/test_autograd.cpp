@@ -219,7 +219,7 @@ TEST(Autograd, GradRunsOnlyWhatLeadsToTheInputs) {
 
 TEST(Autograd, ScalarsFollowPythonNumberRules) {
   Tensor i = arange(4, kInt64);
-  EXPECT_EQ((i * 2.0).dtype(), kInt64);
+  EXPECT_EQ((i * 2.0).dtype(), kFloat32);  // a double is a Python float
   EXPECT_EQ((i * 0.5).dtype(), kFloat32);
   EXPECT_EQ(values(i * 0.5), (std::vector<double>{0, 0.5, 1, 1.5}));
   EXPECT_EQ(values(i / 2.0), (std::vector<double>{0, 0.5, 1, 1.5}));

@@ -237,10 +237,9 @@ struct Neg : Function<Neg> {
   static Grads backward(Ctx&, const Tensor& g) { return {-g}; }
 };
 
-// Python-number semantics for `tensor op scalar`: an integral tensor stays integral with an
-// integral scalar and computes in float32 otherwise (int * 0.5 is 0.5, not 0), as PyTorch.
+// Python-number semantics for `tensor op scalar`: the scalar is a double, i.e. a Python float,
+// so an integral tensor computes in float32 (int_tensor * 2.0 is float32), as PyTorch.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kFloat32); }
-Tensor with_scalar(const Tensor& x, double s) { return s != std::floor(s) ? as_floating(x) : x; }
 
 // Comparison with a Python number: in x's dtype unless the number has a fraction x cannot hold.
 Tensor compare_scalar(BinaryOp op, const Tensor& x, double s, const char* name) {
@@ -258,8 +257,8 @@ Tensor pow(const Tensor& a, const Tensor& b) { return Pow::apply(a, b); }
 Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent, 0.0); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Maximum>::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Minimum>::apply(a, b); }
-Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(with_scalar(x, value), 1.0, value); }
-Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(with_scalar(x, value), value, 0.0); }
+Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(as_floating(x), 1.0, value); }
+Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(as_floating(x), value, 0.0); }
 Tensor neg(const Tensor& x) { return Neg::apply(x); }
 Tensor exp(const Tensor& x) { return Exp::apply(x); }
 Tensor log(const Tensor& x) { return Log::apply(x); }
@@ -293,7 +292,7 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& x, double s) { return add_scalar(x, s); }
 Tensor operator+(double s, const Tensor& x) { return add_scalar(x, s); }
 Tensor operator-(const Tensor& x, double s) { return add_scalar(x, -s); }
-Tensor operator-(double s, const Tensor& x) { return Affine::apply(with_scalar(x, s), -1.0, s); }
+Tensor operator-(double s, const Tensor& x) { return Affine::apply(as_floating(x), -1.0, s); }
 Tensor operator*(const Tensor& x, double s) { return mul_scalar(x, s); }
 Tensor operator*(double s, const Tensor& x) { return mul_scalar(x, s); }
 // Division is true division: an integral tensor is divided in float32.
