@@ -2,11 +2,13 @@
 #   make deps    install the missing Debian packages (as root; otherwise prints the apt-get line)
 #   make build   configure and build (PRESET=release|debug|asan)
 #   make test    build and run every test
-#   make demo    build and run the example programs
+#   make demo    build and train the example networks on Fashion-MNIST
 PRESET ?= release
 JOBS ?= $(shell nproc)
+# OpenMP threads sleep instead of spinning while they wait (Note [OpenMP wait policy]).
+export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: deps build test demo asan clean
+.PHONY: deps build test demo clean
 
 deps:
 	@scripts/install-deps
@@ -18,8 +20,10 @@ build: deps
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
+# Fashion-MNIST: the MLP for 2 epochs, then the ResNet-style network on a slice of the data.
 demo: build
-	./build/$(PRESET)/examples/autograd_basics
+	./build/$(PRESET)/examples/train_mlp --epochs 2
+	./build/$(PRESET)/examples/train_resnet --epochs 1 --train-limit 6000
 
 clean:
 	rm -rf build

@@ -69,7 +69,8 @@ Tensor operator<=(const Tensor& a, double s);
 Tensor operator>(const Tensor& a, double s);
 Tensor operator>=(const Tensor& a, double s);
 
-// --- reductions (core/ops/reduce.cpp); dims may be negative, empty dims = all ---
+// --- reductions (core/ops/reduce.cpp); dims may be negative, empty dims = all. Sums of
+// integral tensors are int64. ---
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);

@@ -164,6 +164,9 @@ TEST_F(Ops, Reductions) {
   EXPECT_EQ(sum(z, {0, 2}).shape(), (Shape{3}));
   expect_near(sum(arange(24).reshape({2, 3, 4}), {0, 2}), {60, 92, 124});
   expect_near(sum(ones({0, 3}), {0}), {0, 0, 0});
+  Tensor mask = ones({1000}) > 0.5;  // uint8
+  EXPECT_EQ(sum(mask).dtype(), kInt64);
+  EXPECT_EQ(sum(mask).item(), 1000.0);  // no wrap-around at 256
 }
 
 TEST_F(Ops, ReductionGradcheck) {

@@ -125,7 +125,12 @@ struct Softmax : Function<Softmax<Log>> {
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Sum>::apply(x, dims, keepdim); }
+// Integral sums accumulate in int64, as PyTorch's: a count of uint8 mask elements must not wrap
+// at 256.
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  ops::check_defined(x, "sum");
+  return Reduce<ReduceOp::Sum>::apply(is_floating(x.dtype()) ? x : x.to(kInt64), dims, keepdim);
+}
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   ops::check_floating(x, "mean");

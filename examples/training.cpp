@@ -1,0 +1,187 @@
+#include "examples/training.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "core/allocator.h"
+#include "core/autograd/grad_mode.h"
+#include "core/generator.h"
+#include "data/idx.h"
+#include "data/subset.h"
+#include "nn/serialize.h"
+
+namespace ember::examples {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One line per epoch, redrawn in place on a terminal; in a log, a line every tenth of the epoch.
+class ProgressBar {
+ public:
+  ProgressBar(int epoch, int epochs, int64_t batches)
+      : epoch_(epoch), epochs_(epochs), batches_(batches), tty_(isatty(STDOUT_FILENO)), start_(Clock::now()) {}
+
+  void update(int64_t batch, double loss, double acc, int64_t images) {
+    const bool last = batch == batches_;
+    if (!tty_ && !last && batch % std::max<int64_t>(batches_ / 10, 1) != 0) return;
+    const double elapsed = seconds_since(start_);
+    const double eta = elapsed / static_cast<double>(batch) * static_cast<double>(batches_ - batch);
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(kWidth * batch / std::max<int64_t>(batches_, 1));
+    std::printf("%sepoch %d/%d [%s%s] %lld/%lld loss %.4f acc %.4f %.0f img/s ETA %.0fs%s", tty_ ? "\r" : "", epoch_,
+                epochs_, std::string(static_cast<size_t>(filled), '=').c_str(),
+                std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), static_cast<long long>(batch),
+                static_cast<long long>(batches_), loss, acc, static_cast<double>(images) / elapsed, eta,
+                tty_ && !last ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  int epoch_, epochs_;
+  int64_t batches_;
+  bool tty_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+void ensure_passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+  // exec failed (no /proc): carry on with the default policy.
+}
+
+void add_common_flags(CLI::App& app, TrainConfig& c) {
+  app.add_option("--epochs", c.epochs, "training epochs")->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "images per batch")->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: every core)")->capture_default_str();
+  app.add_option("--device", c.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--data", c.data, "Fashion-MNIST directory (default: $EMBER_DATA or /usr/share/datasets)");
+  app.add_option("--save", c.save, "write the trained weights to this safetensors file");
+  app.add_option("--seed", c.seed, "random seed (runs are reproducible for a seed)")->capture_default_str();
+  app.add_option("--csv", c.csv, "per-epoch metrics file");
+  app.add_option("--workers", c.workers, "data loading threads")->capture_default_str();
+  app.add_option("--train-limit", c.train_limit, "train on the first N images only (0: all)")->capture_default_str();
+}
+
+Device setup(const TrainConfig& c) {
+  set_num_threads(c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  manual_seed(c.seed);
+  return Device(c.device);
+}
+
+Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {
+  // Fashion-MNIST's training-set pixel mean and standard deviation (after scaling to [0, 1]).
+  const data::Normalize normalize({0.2860}, {0.3530});
+  std::shared_ptr<const data::Dataset> train = std::make_shared<data::FashionMNIST>(c.data, /*train=*/true);
+  if (c.train_limit > 0) train = std::make_shared<data::Subset>(train, c.train_limit);
+  auto train_options = data::DataLoaderOptions().batch_size(c.batch_size).shuffle(true).seed(c.seed).num_workers(c.workers);
+  if (augment) train_options.transform(data::Compose(data::RandomCrop(28, 2), data::RandomHorizontalFlip(), normalize));
+  else train_options.transform(normalize);
+  auto test_options = data::DataLoaderOptions().batch_size(1000).num_workers(c.workers).transform(normalize);
+  return {std::make_unique<data::DataLoader>(train, train_options),
+          std::make_unique<data::DataLoader>(std::make_shared<data::FashionMNIST>(c.data, /*train=*/false), test_options)};
+}
+
+double evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  int64_t correct = 0, total = 0;
+  for (data::Batch& b : loader) {
+    Tensor predicted = argmax(model(b.data.to(device)), 1);
+    correct += static_cast<int64_t>(sum(predicted == b.target.to(device)).item());
+    total += b.target.size(0);
+  }
+  model.train(was_training);
+  return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+}
+
+RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
+              data::DataLoader& train, data::DataLoader& test, const TrainConfig& c, const std::string& program) {
+  const Device device(c.device);
+  const std::string csv_path = c.csv.empty() ? program + "_metrics.csv" : c.csv;
+  std::ofstream csv(csv_path);
+  EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
+  csv << "epoch,train_loss,train_acc,test_acc,lr,seconds,images_per_s,peak_bytes\n";
+
+  memory::reset_peak(device);
+  RunResult r;
+  double train_seconds = 0, wait_seconds = 0;
+  int64_t images_seen = 0, steps = 0;
+  const auto run_start = Clock::now();
+  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+    model.train();
+    ProgressBar bar(epoch, c.epochs, train.size());
+    const auto epoch_start = Clock::now();
+    double loss_sum = 0, epoch_wait = 0;
+    int64_t correct = 0, seen = 0, batch_index = 0;
+    auto wait_start = Clock::now();
+    for (data::Batch& b : train) {
+      epoch_wait += seconds_since(wait_start);
+      Tensor x = b.data.to(device), y = b.target.to(device);
+      Tensor logits = forward(x);
+      Tensor loss = cross_entropy(logits, y);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+      if (scheduler) scheduler->step();
+      const int64_t n = y.size(0);
+      loss_sum += loss.item() * static_cast<double>(n);
+      {
+        NoGradGuard no_grad;
+        correct += static_cast<int64_t>(sum(argmax(logits.detach(), 1) == y).item());
+      }
+      seen += n;
+      ++steps;
+      bar.update(++batch_index, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
+      wait_start = Clock::now();
+    }
+    const double epoch_seconds = seconds_since(epoch_start);
+    train_seconds += epoch_seconds;
+    wait_seconds += epoch_wait;
+    images_seen += seen;
+    r.test_acc = evaluate(model, test, device);
+    r.epochs = epoch;
+    const int64_t peak = memory::stats(device).peak_bytes;
+    std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.1f s, %.0f img/s\n", epoch, c.epochs,
+                loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), r.test_acc,
+                epoch_seconds, static_cast<double>(seen) / epoch_seconds);
+    csv << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
+        << ',' << r.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
+        << static_cast<double>(seen) / epoch_seconds << ',' << peak << '\n';
+    csv.flush();
+  }
+  r.wall_s = seconds_since(run_start);
+  r.images_per_s = train_seconds > 0 ? static_cast<double>(images_seen) / train_seconds : 0;
+  r.step_ms = steps ? 1000.0 * (train_seconds - wait_seconds) / static_cast<double>(steps) : 0;
+  r.data_wait_pct = train_seconds > 0 ? 100.0 * wait_seconds / train_seconds : 0;
+  r.peak_bytes = memory::stats(device).peak_bytes;
+  if (!c.save.empty()) {
+    nn::save(model, c.save);
+    std::printf("saved the trained weights to %s\n", c.save.c_str());
+  }
+  std::printf("summary: test accuracy %.4f after %d epoch(s), wall %.1f s, %.0f images/s, step %.1f ms, "
+              "data wait %.1f%% of training time, peak memory %s (metrics in %s)\n",
+              r.test_acc, r.epochs, r.wall_s, r.images_per_s, r.step_ms, r.data_wait_pct,
+              memory::format_bytes(r.peak_bytes).c_str(), csv_path.c_str());
+  return r;
+}
+
+std::string result_line(const RunResult& r, const std::string& extra) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "result test_acc=%.4f epochs=%d wall_s=%.1f images_per_s=%.0f peak_bytes=%lld step_ms=%.2f",
+                r.test_acc, r.epochs, r.wall_s, r.images_per_s, static_cast<long long>(r.peak_bytes), r.step_ms);
+  return extra.empty() ? std::string(buf) : std::string(buf) + " " + extra;
+}
+
+}  // namespace ember::examples

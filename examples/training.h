@@ -1,0 +1,76 @@
+#pragma once
+// The training loop shared by the example programs: flags, a progress bar, evaluation, a CSV of
+// per-epoch metrics and the machine-readable summary line.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "data/dataloader.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace ember::examples {
+
+struct TrainConfig {
+  int epochs = 10;
+  int64_t batch_size = 128;
+  double lr = 0.05;
+  int threads = 0;  // 0: every core
+  std::string device = "cpu";
+  std::string data;  // Fashion-MNIST directory; empty: $EMBER_DATA or Debian's
+  std::string save;  // safetensors path for the trained weights
+  std::string csv;   // per-epoch metrics; empty: <program>_metrics.csv
+  uint64_t seed = 1;
+  int workers = 2;
+  int64_t train_limit = 0;  // train on the first N images only (0: all)
+};
+
+// Note [OpenMP wait policy]
+// By default an OpenMP thread that finishes its share of a parallel loop spins for a while
+// before sleeping. On an idle machine that saves a wake-up; on a busy one (a build, another
+// job) a spinning thread takes the core the straggler needs, every loop waits for its slowest
+// thread, and a training step got 40x slower here. OMP_WAIT_POLICY=PASSIVE makes waiting
+// threads sleep. The OpenMP runtime reads it once, when it is loaded — before main() — so a
+// program that finds it unset sets it and re-executes itself.
+void ensure_passive_openmp_wait(char** argv);
+
+// --epochs --batch-size --lr --threads --device --data --save --seed --csv --workers --train-limit
+void add_common_flags(CLI::App& app, TrainConfig& config);
+// Applies --threads and --seed; returns the device.
+Device setup(const TrainConfig& config);
+
+// Fashion-MNIST loaders: the training set (shuffled with config.seed, its first
+// config.train_limit images when set, with RandomCrop(28, padding 2) and horizontal flips when
+// `augment`) and the test set, both normalised with the training set's mean and std.
+struct Loaders {
+  std::unique_ptr<data::DataLoader> train, test;
+};
+Loaders fashion_mnist_loaders(const TrainConfig& config, bool augment);
+
+struct RunResult {
+  double test_acc = 0;
+  int epochs = 0;
+  double wall_s = 0;
+  double images_per_s = 0;
+  double step_ms = 0;        // mean training step (forward, backward, optimizer)
+  double data_wait_pct = 0;  // time spent waiting for batches, % of training time
+  int64_t peak_bytes = 0;    // ember's allocator, on the training device
+};
+
+// A training step's forward pass (model(x) unless the program swaps in a checkpointed one).
+using Forward = std::function<Tensor(const Tensor&)>;
+
+// Trains for config.epochs epochs, stepping `scheduler` (if any) after every optimizer step, and
+// evaluates on `test` after each epoch. Prints a progress bar per epoch and a summary.
+RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
+              data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
+
+// Top-1 accuracy of `model` (in eval mode, without autograd) over `loader`.
+double evaluate(nn::Module& model, data::DataLoader& loader, Device device);
+
+// "result test_acc=0.8853 epochs=10 wall_s=171.2 images_per_s=3512 peak_bytes=123456789 ..."
+std::string result_line(const RunResult& r, const std::string& extra = "");
+
+}  // namespace ember::examples
