@@ -87,7 +87,7 @@ Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {
   auto train_options = data::DataLoaderOptions().batch_size(c.batch_size).shuffle(true).seed(c.seed).num_workers(c.workers);
   if (augment) train_options.transform(data::Compose(data::RandomCrop(28, 2), data::RandomHorizontalFlip(), normalize));
   else train_options.transform(normalize);
-  auto test_options = data::DataLoaderOptions().batch_size(1000).num_workers(c.workers).transform(normalize);
+  auto test_options = data::DataLoaderOptions().batch_size(256).num_workers(c.workers).transform(normalize);
   return {std::make_unique<data::DataLoader>(train, train_options),
           std::make_unique<data::DataLoader>(std::make_shared<data::FashionMNIST>(c.data, /*train=*/false), test_options)};
 }

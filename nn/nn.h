@@ -4,6 +4,7 @@
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
+#include "nn/functional.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/loss.h"

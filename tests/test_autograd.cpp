@@ -10,21 +10,11 @@
 #include "core/autograd/node.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/ops.h"
+#include "test_helpers.h"
 
 using namespace ember;
-
-namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-}  // namespace
+using testutil::expect_error;
+using testutil::values;
 
 TEST(Autograd, ChainRuleAndSummedPaths) {
   Tensor x = tensor({1, 2, 3}).requires_grad_();

@@ -9,21 +9,14 @@
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
 #include "utils/checkpoint_sequential.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
 
 namespace {
 
 std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 struct Mlp : nn::Module {
   nn::Linear fc1{16, 32}, fc2{32, 32}, fc3{32, 4};

@@ -11,29 +11,17 @@
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
+using testutil::expect_near;
 using autograd::gradcheck;
 
 namespace {
 
 // 0, 1, ..., h*w-1 as a [1, 1, h, w] image.
 Tensor ramp(int64_t h, int64_t w) { return arange(static_cast<double>(h * w)).reshape({1, 1, h, w}); }
-
-void expect_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
-  std::vector<double> got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "element " << i;
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 // A float64 leaf of standard normal values that requires grad.
 Tensor leaf(const Shape& shape) { return randn(shape, kFloat64).requires_grad_(); }

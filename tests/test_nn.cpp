@@ -8,22 +8,14 @@
 #include "core/autograd/recompute.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
+using testutil::values;
 using autograd::gradcheck;
 
 namespace {
-
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 struct Net : nn::Module {
   nn::Linear fc1{4, 8}, fc2{8, 3};
@@ -297,4 +289,14 @@ TEST(Init, KaimingAndXavierHaveTheRightSpread) {
   EXPECT_NEAR(nn::init::calculate_gain("leaky_relu", std::sqrt(5.0)), std::sqrt(1.0 / 3.0), 1e-12);
   expect_error([] { nn::init::calculate_gain("swish"); }, "[init] unknown nonlinearity 'swish'");
   expect_error([] { nn::init::fans_of(zeros({3})); }, "[init] fan in and fan out need a tensor with at least 2 dims");
+}
+
+TEST(Functional, StatelessFormsMatchTheLayers) {
+  namespace F = nn::functional;
+  nn::Linear fc(3, 2);
+  Tensor x = randn({4, 3});
+  EXPECT_EQ(values(F::linear(x, fc.weight, fc.bias)), values(fc(x)));
+  EXPECT_EQ(values(F::relu(x)), values(nn::ReLU()(x)));
+  Tensor img = randn({1, 2, 4, 4});
+  EXPECT_EQ(values(F::max_pool2d(img, {2, 2}, {2, 2})), values(nn::MaxPool2d(2)(img)));
 }

@@ -8,33 +8,20 @@
 #include "core/autograd/gradcheck.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
+using testutil::expect_near;
+using testutil::values;
 using autograd::gradcheck;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 namespace {
 
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-
 // A float64 leaf with values in [lo, hi) that requires grad.
 Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
   return (rand(shape, kFloat64) * (hi - lo) + lo).detach().requires_grad_();
-}
-
-void expect_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
-  std::vector<double> got = values(t);
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "element " << i;
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 #define EXPECT_GRADCHECK(fn, ...)                                   \

@@ -16,8 +16,10 @@
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
 using testutil::Fixture;
 
 namespace {
@@ -35,15 +37,6 @@ void expect_close(const Tensor& actual, const Tensor& expected, const std::strin
 void expect_equal(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()) << what;
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an ember::Error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 double hyper(const Fixture& f, const std::string& name) { return f.get(name).item(); }

@@ -2,11 +2,12 @@
 #include <gtest/gtest.h>
 
 #include "core/ops.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using testutil::values;
 
 namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 }  // namespace
 
 TEST(Tensor, FactoriesHaveShapeDtypeAndValues) {

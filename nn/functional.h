@@ -1,0 +1,25 @@
+#pragma once
+// nn::functional: the stateless forms of the layers (torch.nn.functional). Most are core ops,
+// brought in here under their nn names; linear is defined with the Linear layer.
+#include "core/ops.h"
+#include "nn/linear.h"
+
+namespace ember::nn::functional {
+
+using ember::adaptive_avg_pool2d;
+using ember::avg_pool2d;
+using ember::batch_norm;
+using ember::conv2d;
+using ember::cross_entropy;
+using ember::dropout;
+using ember::gelu;
+using ember::leaky_relu;
+using ember::log_softmax;
+using ember::max_pool2d;
+using ember::mse_loss;
+using ember::relu;
+using ember::sigmoid;
+using ember::softmax;
+using ember::tanh;
+
+}  // namespace ember::nn::functional
