@@ -10,59 +10,14 @@
 #include "core/autograd/engine.h"
 #include "core/ops.h"
 #include "tests/fixture.h"
+#include "tests/parity.h"
 
 using namespace ember;
 using ember::testutil::Fixture;
+using namespace ember::testutil;
 
 namespace {
 
-// Element-wise |got - expected| <= atol + rtol * |expected|.
-struct Tol {
-  double atol, rtol;
-};
-constexpr Tol kFloat32Tol{1e-5, 1e-4};
-constexpr Tol kFloat64Tol{1e-10, 1e-9};
-
-std::string index_str(int64_t flat, const Shape& shape) {
-  Shape idx(shape.size());
-  for (size_t d = shape.size(); d > 0; --d) {
-    idx[d - 1] = flat % shape[d - 1];
-    flat /= shape[d - 1];
-  }
-  return shape_str(idx);
-}
-
-// Compares every element; on failure reports the worst one (relative to its allowance) and how
-// many elements are out of tolerance.
-::testing::AssertionResult all_close(const std::string& what, const Tensor& got, const Tensor& expected, Tol tol) {
-  if (!got.defined()) return ::testing::AssertionFailure() << what << ": ember's tensor is undefined";
-  if (got.shape() != expected.shape())
-    return ::testing::AssertionFailure() << what << ": shape " << shape_str(got.shape()) << ", expected "
-                                         << shape_str(expected.shape());
-  if (got.dtype() != expected.dtype())
-    return ::testing::AssertionFailure() << what << ": dtype " << got.dtype() << ", expected " << expected.dtype();
-  const std::vector<double> a = got.to_vector<double>(), b = expected.to_vector<double>();
-  int64_t worst = -1, bad = 0;
-  double worst_ratio = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double allowed = tol.atol + tol.rtol * std::abs(b[i]);
-    const double diff = std::abs(a[i] - b[i]);
-    const double ratio = std::isnan(diff) ? INFINITY : diff / allowed;
-    if (ratio > 1.0) ++bad;
-    if (worst < 0 || ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = static_cast<int64_t>(i);
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  const size_t w = static_cast<size_t>(worst);
-  std::ostringstream os;
-  os.precision(9);
-  os << what << ": " << bad << " of " << a.size() << " element(s) out of tolerance (atol " << tol.atol << ", rtol "
-     << tol.rtol << "); worst at " << index_str(worst, got.shape()) << ": got " << a[w] << ", expected " << b[w]
-     << ", |diff| " << std::abs(a[w] - b[w]) << " > allowed " << tol.atol + tol.rtol * std::abs(b[w]);
-  return ::testing::AssertionFailure() << os.str();
-}
 
 Tol tol_for(const Tensor& t) { return t.dtype() == kFloat64 ? kFloat64Tol : kFloat32Tol; }
 
