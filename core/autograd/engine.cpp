@@ -109,6 +109,7 @@ std::unordered_set<Node*> nodes_leading_to(const std::vector<Edge>& roots, const
 void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
          const std::vector<Edge>* captures, std::vector<Tensor>* captured) {
   NoGradGuard no_grad;
+  OpLabelGuard in_backward(nullptr, true);  // frees between nodes count as backward too
   std::unordered_map<Node*, int> dependencies;
   {
     std::vector<Node*> stack;
