@@ -135,9 +135,13 @@ TEST_F(Checkpoint, EarlyStopSkipsWhatFollowsTheLastSavedTensor) {
 TEST_F(Checkpoint, NestedCheckpoints) {
   nn::Linear a(6, 6), b(6, 6), c(6, 2);
   Tensor x = randn({3, 6}).requires_grad_();
+  // The checkpointed functions run again during backward, after model() returned: they capture
+  // by value what does not outlive the call (the flag, the inner function).
   auto model = [&](bool nested) {
-    auto inner = [&](const Tensor& h) { return relu(b(h)); };
-    auto outer = [&](const Tensor& h) { return c(nested ? utils::checkpoint(inner, relu(a(h))) : inner(relu(a(h)))); };
+    auto inner = [&b](const Tensor& h) { return relu(b(h)); };
+    auto outer = [&a, &c, inner, nested](const Tensor& h) {
+      return c(nested ? utils::checkpoint(inner, relu(a(h))) : inner(relu(a(h))));
+    };
     return nested ? utils::checkpoint(outer, x) : outer(x);
   };
   sum(model(false)).backward();

@@ -38,7 +38,8 @@ struct CheckpointOptions {
 using MultiFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // Runs fn(inputs) keeping only handles to what its ops save for backward. Gradients flow to
-// the inputs and to every parameter fn uses, as without checkpointing.
+// the inputs and to every parameter fn uses, as without checkpointing. fn is kept and called
+// again during backward: whatever it captures by reference must still be alive then.
 std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor>& inputs,
                                const CheckpointOptions& options = {});
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input,
