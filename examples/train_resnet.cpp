@@ -34,7 +34,11 @@ examples::Forward make_forward(examples::ResNet20& model, const std::string& mod
   }
   if (mode.rfind("budget=", 0) == 0) {
     const auto budget = static_cast<int64_t>(std::stod(mode.substr(7)) * 1024 * 1024);
-    Tensor stem_out = model.stem_forward(sample);
+    // The stem in eval mode, so that profiling leaves its BatchNorm statistics alone (the
+    // profile needs only the blocks' input shape; profile_layers itself has no side effects).
+    model.eval();
+    Tensor stem_out = model.stem_forward(sample).detach();
+    model.train();
     auto layers = utils::profile_layers(model.blocks, stem_out);
     // The planner budgets the blocks' activations; the stem's output is kept either way.
     utils::CheckpointPlan plan = utils::plan_checkpoints(layers, budget);
