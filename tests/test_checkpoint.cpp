@@ -286,3 +286,34 @@ TEST_F(Checkpoint, DropsActivationsFromLiveMemory) {
   EXPECT_EQ(plain_live, 8 * 32 * 64 * 4);
   EXPECT_EQ(ck_live, 32 * 64 * 4);
 }
+
+TEST_F(Checkpoint, ResNetBlocksInTrainingModeGiveBitwiseIdenticalGradientsAndStatistics) {
+  auto build = [](nn::Sequential& net) {
+    net.add<nn::Conv2d>(nn::Conv2dOptions(1, 8, 3).padding(1).bias(false));
+    net.add<nn::BatchNorm2d>(8);
+    net.add<nn::ReLU>();
+    net.add<nn::BasicBlock>(8, 8, 1);
+    net.add<nn::BasicBlock>(8, 16, 2);  // projection shortcut
+    net.add<nn::AdaptiveAvgPool2d>(1);
+    net.add<nn::Flatten>();
+    net.add<nn::Linear>(16, 10);
+  };
+  manual_seed(7);
+  nn::Sequential plain, ckpt;
+  build(plain);
+  build(ckpt);
+  ckpt.load_state_dict(plain.state_dict());
+  Tensor x = randn({4, 1, 12, 12}), y = randint(0, 10, {4});
+  cross_entropy(plain(x), y).backward();
+  EXPECT_EQ(utils::checkpoint_modules<nn::BasicBlock>(ckpt), 2);
+  cross_entropy(ckpt(x), y).backward();
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 2);
+  auto plain_params = plain.named_parameters(), ckpt_params = ckpt.named_parameters();
+  ASSERT_EQ(plain_params.size(), ckpt_params.size());
+  for (size_t i = 0; i < plain_params.size(); ++i)
+    EXPECT_EQ(values(plain_params[i].second.grad()), values(ckpt_params[i].second.grad())) << plain_params[i].first;
+  auto plain_buffers = plain.named_buffers(), ckpt_buffers = ckpt.named_buffers();
+  for (size_t i = 0; i < plain_buffers.size(); ++i)  // running stats and num_batches_tracked: once
+    EXPECT_EQ(values(plain_buffers[i].second.to(kFloat32)), values(ckpt_buffers[i].second.to(kFloat32)))
+        << plain_buffers[i].first;
+}
