@@ -42,6 +42,7 @@
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
 #include "utils/checkpoint_sequential.h"
+#include "bench/bench_threads.h"
 
 namespace {
 
@@ -198,41 +199,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
   Times real_, cpu_;
 };
 
-// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
-int take_threads_flag(int& argc, char** argv) {
-  int threads = 1, out = 1;
-  for (int i = 1; i < argc; ++i) {
-    const char* value = nullptr;
-    if (std::strcmp(argv[i], "--threads") == 0) {
-      if (i + 1 >= argc) return -1;
-      value = argv[++i];
-    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      value = argv[i] + 10;
-    } else {
-      argv[out++] = argv[i];
-      continue;
-    }
-    char* end = nullptr;
-    const long n = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || n < 1 || n > 1024) return -1;
-    threads = static_cast<int>(n);
-  }
-  argc = out;
-  argv[argc] = nullptr;
-  return threads;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = take_threads_flag(argc, argv);
-  if (threads < 1) {
-    std::cerr << "bench_checkpoint: --threads expects a positive integer, e.g. --threads 2\n";
-    return 2;
-  }
-  ember::set_num_threads(threads);
+  if (!ember::bench::setup_threads(argc, argv, "bench_checkpoint")) return 2;
   ember::manual_seed(0);
-  benchmark::AddCustomContext("ember_threads", std::to_string(ember::get_num_threads()));
 
   Stack model;
   stack = &model;

@@ -32,6 +32,7 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "bench/bench_threads.h"
 
 namespace {
 
@@ -361,42 +362,11 @@ void register_all() {
   register_mlp_step(128);
 }
 
-// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
-int take_threads_flag(int& argc, char** argv) {
-  int threads = 1;
-  int out = 1;
-  for (int i = 1; i < argc; ++i) {
-    const char* value = nullptr;
-    if (std::strcmp(argv[i], "--threads") == 0) {
-      if (i + 1 >= argc) return -1;
-      value = argv[++i];
-    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      value = argv[i] + 10;
-    } else {
-      argv[out++] = argv[i];
-      continue;
-    }
-    char* end = nullptr;
-    const long n = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || n < 1 || n > 1024) return -1;
-    threads = static_cast<int>(n);
-  }
-  argc = out;
-  argv[argc] = nullptr;
-  return threads;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = take_threads_flag(argc, argv);
-  if (threads < 1) {
-    std::cerr << "bench_core: --threads expects a positive integer, e.g. --threads 2\n";
-    return 2;
-  }
-  ember::set_num_threads(threads);
+  if (!ember::bench::setup_threads(argc, argv, "bench_core")) return 2;
   ember::manual_seed(0);
-  benchmark::AddCustomContext("ember_threads", std::to_string(ember::get_num_threads()));
 
   register_all();
   benchmark::Initialize(&argc, argv);

@@ -1,0 +1,54 @@
+#pragma once
+// The one flag the benchmark programs add to Google Benchmark's: --threads N (default 1), ember's
+// thread count (OpenMP and OpenBLAS together), taken out of argv before benchmark::Initialize.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "core/ops.h"
+
+namespace ember::bench {
+
+// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
+inline int take_threads_flag(int& argc, char** argv) {
+  int threads = 1, out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char* value = nullptr;
+    if (std::strcmp(argv[i], "--threads") == 0) {
+      if (i + 1 >= argc) return -1;
+      value = argv[++i];
+    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      value = argv[i] + 10;
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0' || n < 1 || n > 1024) return -1;
+    threads = static_cast<int>(n);
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return threads;
+}
+
+// Applies --threads and records it (and the OpenMP wait policy) in the benchmark's context.
+// Returns false, having said why, when the flag is malformed.
+inline bool setup_threads(int& argc, char** argv, const char* program) {
+  const int threads = take_threads_flag(argc, argv);
+  if (threads < 1) {
+    std::cerr << program << ": --threads expects a positive integer, e.g. --threads 2\n";
+    return false;
+  }
+  set_num_threads(threads);
+  benchmark::AddCustomContext("ember_threads", std::to_string(get_num_threads()));
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  benchmark::AddCustomContext("omp_wait_policy", wait_policy ? wait_policy : "(unset)");
+  return true;
+}
+
+}  // namespace ember::bench
