@@ -161,13 +161,15 @@ TEST_F(CheckpointMemory, TimelineRecordsForwardBackwardAndRecompute) {
     events = timeline.events();
     EXPECT_GT(timeline.peak_bytes(), 0);
   }
-  bool forward = false, backward = false, recompute = false;
+  bool forward = false, backward = false, recompute = false, backward_matmul = false;
   for (const auto& e : events) {
     forward |= !e.backward && !e.recomputing && e.op != nullptr;
     backward |= e.backward;
     recompute |= e.recomputing;
+    // the ops a node's backward runs (matmul for Linear's gradients) are labelled backward too
+    backward_matmul |= e.backward && e.op != nullptr && std::string(e.op) == "matmul";
   }
-  EXPECT_TRUE(forward && backward && recompute);
+  EXPECT_TRUE(forward && backward && recompute && backward_matmul);
   std::string svg = utils::timeline_svg({{"2 segments", events}}, "test");
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find("#fbd9b0"), std::string::npos);  // the recompute shading

@@ -167,7 +167,7 @@ struct Function {
  private:
   template <class... Args>
   static Tensor run(const Args&... args) {
-    OpLabelGuard label(Op::name, false);
+    OpLabelGuard label(Op::name, current_op_label().backward);  // ops run by a backward are backward
     if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
       Ctx ctx(false, Op::name);
       NoGradGuard no_grad;
