@@ -10,6 +10,7 @@
 // fill, copy, unary and binary also write through views for the in-place ops); inputs are on the
 // output's device; shapes are already checked and broadcast (stride-0 views), so a kernel never
 // has to report user errors.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -96,6 +97,18 @@ using ArgmaxFn = void(const Tensor& x, int64_t outer, int64_t k, int64_t inner, 
 // out[b] = a[b] @ c[b]; a: [B, M, K], c: [B, K, N], out contiguous [B, M, N]. The last two dims
 // of a and c are row-major or column-major (a transposed view); batch strides may be 0.
 using MatmulFn = void(const Tensor& a, const Tensor& c, const Tensor& out);
+
+// How a BLAS reads the last two dims [rows, cols] of a 3-D matmul operand: row-major with
+// leading dimension ld, or — a transposed view — column-major, passed as a transpose flag.
+struct GemmLayout {
+  bool transposed;
+  int64_t ld;
+};
+inline GemmLayout gemm_layout(const Tensor& t) {
+  const int64_t rows = t.size(1), cols = t.size(2), rs = t.stride(1), cs = t.stride(2);
+  if (cs == 1 || cols == 1) return {false, std::max<int64_t>({rs, cols, 1})};
+  return {true, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
+}
 // x contiguous [rows, cols]; out = softmax (or log_softmax) over cols
 using SoftmaxFn = void(const Tensor& x, const Tensor& out, bool log);
 // logits contiguous [N, C], target int64 [N]; writes per-sample loss[N] and logsumexp[N].

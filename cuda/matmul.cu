@@ -20,18 +20,9 @@
 namespace ember::cuda {
 namespace {
 
-struct GemmOperand {
-  cublasOperation_t op;
-  int64_t ld;
-};
+using kernels::GemmLayout;
 
-// Layout of the last two dims [rows, cols] of a 3-D operand: row-major or a transposed view.
-GemmOperand layout(const Tensor& t) {
-  const int64_t rows = t.size(1), cols = t.size(2);
-  const int64_t rs = t.stride(1), cs = t.stride(2);
-  if (cs == 1 || cols == 1) return {CUBLAS_OP_N, std::max<int64_t>({rs, cols, 1})};
-  return {CUBLAS_OP_T, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
-}
+cublasOperation_t op(const GemmLayout& l) { return l.transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 // cuBLAS takes int sizes; ember's are int64.
 int to_int(int64_t v, const char* what) {
@@ -41,16 +32,16 @@ int to_int(int64_t v, const char* what) {
 
 // Row-major out[i] = op(a[i]) @ op(b[i]) for i < batch, out[i] contiguous [m, n] (see the Note).
 template <class T>
-void gemm_batched(cublasHandle_t handle, GemmOperand la, GemmOperand lb, int64_t batch, int64_t m, int64_t n,
+void gemm_batched(cublasHandle_t handle, GemmLayout la, GemmLayout lb, int64_t batch, int64_t m, int64_t n,
                   int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out) {
   const T one = 1, zero = 0;
   const int im = to_int(m, "m"), in = to_int(n, "n"), ik = to_int(k, "k"), count = to_int(batch, "batch");
   const int lda = to_int(la.ld, "lda"), ldb = to_int(lb.ld, "ldb");
   if constexpr (std::is_same_v<T, float>) {
-    CUBLAS_CHECK(cublasSgemmStridedBatched(handle, lb.op, la.op, in, im, ik, &one, b, ldb, stride_b, a, lda,
+    CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
                                            stride_a, &zero, out, in, m * n, count));
   } else {
-    CUBLAS_CHECK(cublasDgemmStridedBatched(handle, lb.op, la.op, in, im, ik, &one, b, ldb, stride_b, a, lda,
+    CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
                                            stride_a, &zero, out, in, m * n, count));
   }
 }
@@ -65,9 +56,9 @@ void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
   cublasHandle_t handle = cublas_handle(index);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
-    const GemmOperand la = layout(a), lb = layout(b);
+    const GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
     if (batch > 1 && b.stride(0) == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
-      gemm_batched<T>(handle, {CUBLAS_OP_N, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
+      gemm_batched<T>(handle, GemmLayout{false, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
                       out.data<T>());
       return;
     }

@@ -11,18 +11,7 @@
 namespace ember::cpu {
 namespace {
 
-struct GemmOperand {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-// Layout of the last two dims [rows, cols] of a 3-D operand: row-major or a transposed view.
-GemmOperand layout(const Tensor& t) {
-  const int64_t rows = t.size(1), cols = t.size(2);
-  const int64_t rs = t.stride(1), cs = t.stride(2);
-  if (cs == 1 || cols == 1) return {CblasNoTrans, std::max<int64_t>({rs, cols, 1})};
-  return {CblasTrans, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
-}
+CBLAS_TRANSPOSE trans(const kernels::GemmLayout& l) { return l.transposed ? CblasTrans : CblasNoTrans; }
 
 template <class T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
@@ -44,13 +33,13 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
       std::fill(c, c + out.numel(), T(0));
       return;
     }
-    const GemmOperand la = layout(a), lb = layout(b);
+    const kernels::GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
     if (batch > 1 && b.stride(0) == 0 && a.is_contiguous()) {
-      gemm<T>(CblasNoTrans, lb.trans, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, c, n);
+      gemm<T>(CblasNoTrans, trans(lb), batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, c, n);
       return;
     }
     for (int64_t i = 0; i < batch; ++i)
-      gemm<T>(la.trans, lb.trans, m, n, k, a.data<T>() + i * a.stride(0), la.ld, b.data<T>() + i * b.stride(0),
+      gemm<T>(trans(la), trans(lb), m, n, k, a.data<T>() + i * a.stride(0), la.ld, b.data<T>() + i * b.stride(0),
               lb.ld, c + i * m * n, n);
   });
 }
