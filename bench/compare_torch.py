@@ -186,18 +186,24 @@ def fmt_ms(v):
     return f"{v:.4f}" if isinstance(v, float) else "-"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("bench", nargs="?", default=DEFAULT_BENCH, help=f"bench_core binary (default {DEFAULT_BENCH})")
+def parse_comparison_args(doc, binary, default_bench, min_time, warmup):
+    """The command line every ember-vs-PyTorch comparison script takes."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("bench", nargs="?", default=default_bench, help=f"{binary} binary (default {default_bench})")
     parser.add_argument("--threads", type=int, default=1, help="threads for both ember and PyTorch (default 1)")
     parser.add_argument("--json", metavar="OUT", help="also save the table as JSON")
     parser.add_argument("--filter", help="regex of cases to run (Google Benchmark's --benchmark_filter)")
-    parser.add_argument("--min-time", type=float, default=0.1, help="seconds per block (default 0.1)")
+    parser.add_argument("--min-time", type=float, default=min_time, help=f"seconds per block (default {min_time})")
     parser.add_argument("--repetitions", type=int, default=5, help="blocks per case (default 5)")
-    parser.add_argument("--warmup", type=float, default=0.05, help="warm-up seconds per case (default 0.05)")
+    parser.add_argument("--warmup", type=float, default=warmup, help=f"warm-up seconds per case (default {warmup})")
     args = parser.parse_args()
     if args.threads < 1:
         parser.error("--threads must be positive")
+    return args
+
+
+def main():
+    args = parse_comparison_args(__doc__, "bench_core", DEFAULT_BENCH, min_time=0.1, warmup=0.05)
 
     torch = import_torch()  # fail before spending time on ember
     ember, context = run_ember(args.bench, args.threads, args.min_time, args.repetitions, args.warmup, args.filter)

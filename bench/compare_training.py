@@ -28,14 +28,13 @@ in examples/training.h), so unless OMP_WAIT_POLICY is already set this script se
 before PyTorch is imported and before bench_train starts. Run it with Debian's /usr/bin/python3
 (python3-torch).
 """
-import argparse
 import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_torch import fmt_ms, import_torch, run_ember, time_step  # noqa: E402
+from compare_torch import fmt_ms, import_torch, parse_comparison_args, run_ember, time_step  # noqa: E402
 
 DEFAULT_BENCH = "build/release/bench/bench_train"
 
@@ -157,17 +156,7 @@ def load_average():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("bench", nargs="?", default=DEFAULT_BENCH, help=f"bench_train binary (default {DEFAULT_BENCH})")
-    parser.add_argument("--threads", type=int, default=1, help="threads for both ember and PyTorch (default 1)")
-    parser.add_argument("--json", metavar="OUT", help="also save the table as JSON")
-    parser.add_argument("--filter", help="regex of cases to run (Google Benchmark's --benchmark_filter)")
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per block (default 0.5)")
-    parser.add_argument("--repetitions", type=int, default=5, help="blocks per case (default 5)")
-    parser.add_argument("--warmup", type=float, default=0.5, help="warm-up seconds per case (default 0.5)")
-    args = parser.parse_args()
-    if args.threads < 1:
-        parser.error("--threads must be positive")
+    args = parse_comparison_args(__doc__, "bench_train", DEFAULT_BENCH, min_time=0.5, warmup=0.5)
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"compare_training.py: {args.bench} is not an executable; build it first "
                  "(cmake --build BUILD_DIR --target bench_train) or pass its path")
