@@ -145,11 +145,13 @@ struct Window2d {
   int64_t dh = 1, dw = 1;  // dilation (convolution only)
   int64_t oh, ow;        // output
 };
-// x contiguous [n, c, h, w] -> cols contiguous [n, c*kh*kw, oh*ow] (zeros where the window
-// hangs over the padding)
-using Im2colFn = void(const Tensor& x, const Window2d& g, const Tensor& cols);
-// the adjoint: x (zero-filled by the caller) += every column entry at its input position
-using Col2imFn = void(const Tensor& cols, const Window2d& g, const Tensor& x);
+// Convolution (cross-correlation) of x contiguous [n, c, h, w] with weight contiguous
+// [oc, c*kh*kw]: out contiguous [n, oc, oh*ow], bias not included.
+using Conv2dFwdFn = void(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out);
+// Its adjoint in x: grad_x contiguous [n, c, h, w] is written from grad contiguous [n, oc, oh*ow].
+using Conv2dBwdInputFn = void(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x);
+// Its adjoint in the weight: grad_weight contiguous [oc, c*kh*kw] is written, summed over the batch.
+using Conv2dBwdWeightFn = void(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight);
 // out [n, c, oh, ow] = window max; indices (int64, same shape) = flat h*w position of the max
 using MaxPool2dFwdFn = void(const Tensor& x, const Window2d& g, const Tensor& out, const Tensor& indices);
 // grad_x (zero-filled by the caller) [n, c, h, w] += grad_out at the recorded positions
@@ -189,8 +191,9 @@ inline Kernel<IndexAddFn> index_add{"index_add"};
 inline Kernel<GatherFn> gather{"gather"};
 inline Kernel<ScatterAddFn> scatter_add{"scatter_add"};
 inline Kernel<RandomFn> random{"random"};
-inline Kernel<Im2colFn> im2col{"im2col"};
-inline Kernel<Col2imFn> col2im{"col2im"};
+inline Kernel<Conv2dFwdFn> conv2d_forward{"conv2d_forward"};
+inline Kernel<Conv2dBwdInputFn> conv2d_backward_input{"conv2d_backward_input"};
+inline Kernel<Conv2dBwdWeightFn> conv2d_backward_weight{"conv2d_backward_weight"};
 inline Kernel<MaxPool2dFwdFn> max_pool2d_forward{"max_pool2d_forward"};
 inline Kernel<MaxPool2dBwdFn> max_pool2d_backward{"max_pool2d_backward"};
 inline Kernel<AvgPool2dFwdFn> avg_pool2d_forward{"avg_pool2d_forward"};

@@ -9,6 +9,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/saved_tensor.h"
+#include "core/allocator.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "test_helpers.h"
@@ -154,6 +155,53 @@ TEST_F(ConvPool, ConvGradcheck) {
   // an input that does not require grad (a network's first layer), and a frozen weight
   expect_gradcheck(plain, {randn({2, 2, 5, 5}, kFloat64), leaf({3, 2, 3, 3}), leaf({3})});
   expect_gradcheck(plain, {leaf({2, 2, 5, 5}), randn({3, 2, 3, 3}, kFloat64), Tensor()});
+}
+
+// Note [Convolution by samples] splits the batch into one block per thread, each with its own
+// columns and partial weight gradient. Every split must give the same values as one thread.
+TEST_F(ConvPool, ConvBatchSplitOverThreadsGivesTheSameValues) {
+  const int threads_before = get_num_threads();
+  const Tensor x = randn({7, 3, 6, 6}, kFloat64), b = randn({4}, kFloat64);
+  struct Geometry {
+    Tensor weight;
+    Pair stride, padding;
+  };
+  const std::vector<Geometry> geometries = {{randn({4, 3, 3, 3}, kFloat64), {1, 1}, {1, 1}},
+                                            {randn({4, 3, 3, 3}, kFloat64), {2, 2}, {0, 0}},
+                                            {randn({4, 3, 1, 1}, kFloat64), {1, 1}, {0, 0}}};  // pointwise
+  auto run = [&](const Geometry& g) {  // the output and the gradients of sum(out^2)
+    const Tensor xl = x.detach().requires_grad_(), wl = g.weight.detach().requires_grad_();
+    const Tensor out = conv2d(xl, wl, b, g.stride, g.padding);
+    sum(out * out).backward();
+    return std::vector<Tensor>{out, xl.grad(), wl.grad()};
+  };
+  set_num_threads(1);
+  std::vector<std::vector<Tensor>> serial;
+  for (const Geometry& g : geometries) serial.push_back(run(g));
+  for (int threads : {2, 3, 8}) {  // 8 threads: more than the 7 samples, so one block
+    set_num_threads(threads);
+    for (size_t i = 0; i < geometries.size(); ++i) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, geometry " << i);
+      const std::vector<Tensor> split = run(geometries[i]);
+      for (size_t k = 0; k < split.size(); ++k) expect_near(split[k], serial[i][k].to_vector<double>(), 1e-12);
+    }
+  }
+  set_num_threads(threads_before);
+}
+
+// The kernels hold one sample's columns per thread, never the whole batch's (58 MB per layer for
+// ResNet-20 at batch 128): a forward allocates exactly its output and those columns.
+TEST_F(ConvPool, ConvForwardHoldsOneSamplesColumnsPerThread) {
+  const int threads_before = get_num_threads();
+  set_num_threads(2);
+  const Tensor x = randn({16, 8, 16, 16}), w = randn({4, 8, 3, 3});
+  const int64_t output_bytes = 16 * 4 * 16 * 16 * 4, sample_columns_bytes = 8 * 9 * 16 * 16 * 4;
+  const int64_t base = memory::stats().live_bytes;
+  memory::reset_peak();
+  const Tensor out = conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+  EXPECT_EQ(memory::stats().live_bytes - base, output_bytes);
+  EXPECT_EQ(memory::stats().peak_bytes - base, output_bytes + 2 * sample_columns_bytes);
+  set_num_threads(threads_before);
 }
 
 TEST_F(ConvPool, ConvSavesInputAndWeightNotColumns) {
