@@ -271,10 +271,11 @@ PlannerRun run_planner(nn::Sequential& seq, const Tensor& x, const Config& cfg, 
   Strategy planned{"planner", "",
                    [plan](nn::Sequential& s, const Tensor& in) { return utils::run_plan(s, plan, in); }};
   run.result = measure(seq, x, planned, cfg.steps);
-  // Backward also holds the gradients flowing back and the parameter gradients, which the model
-  // leaves out. The plain run shows how much that is: its peak minus its after-forward bytes.
-  std::printf("planner: predicted peak %s, measured %s (%s more). The model counts activations only;\n"
-              "         backward's working set on top of them was %s in the plain run (peak - after forward)\n",
+  // Backward also holds the gradients flowing back between layers and each node's temporaries,
+  // which the model leaves out. The plain run shows their size and the parameter gradients'
+  // together: its peak minus its after-forward bytes.
+  std::printf("planner: predicted peak %s, measured %s (%s more). The model counts activations and parameter\n"
+              "         gradients; backward's whole working set was %s in the plain run (peak - after forward)\n",
               mib(run.plan.predicted_peak_bytes).c_str(), mib(run.result.peak).c_str(),
               mib(run.result.peak - run.plan.predicted_peak_bytes).c_str(),
               mib(plain.peak - plain.after_forward).c_str());

@@ -97,6 +97,26 @@ TEST_F(CheckpointMemory, PeakGrowsLikeSqrtOfDepth) {
   std::printf("peak growth from 16 to 64 layers: plain %.2fx, sqrt(N) segments %.2fx\n", plain_growth, ckpt_growth);
 }
 
+// Note [Checkpoint planning]'s model on a profile small enough to check by hand: three layers,
+// each adding 10 bytes of activations, whose first and last have 5 bytes of parameter gradients.
+TEST_F(CheckpointMemory, PlannerModelCountsParameterGradientsLayerByLayer) {
+  const std::vector<utils::LayerProfile> profile = {
+      {"0", 10, 10, 5, 1.0}, {"1", 20, 10, 0, 1.0}, {"2", 30, 10, 5, 1.0}};
+  // All plain: backward at layer 2 holds all 30 bytes of activations and layer 2's 5 of gradients.
+  // Cutting the plain run into pieces does not change the prediction.
+  EXPECT_EQ(utils::predicted_peak(profile, {{{0, 3, false}}}), 35);
+  EXPECT_EQ(utils::predicted_peak(profile, {{{0, 1, false}, {1, 3, false}}}), 35);
+  // [0,2) checkpointed keeps 10 bytes; its recomputed backward peaks at layer 1 (20 bytes of
+  // activations + 5 of gradients), and layer 2's backward at 10 + 10 + 5.
+  EXPECT_EQ(utils::predicted_peak(profile, {{{0, 2, true}, {2, 3, false}}}), 25);
+  // That is the least recompute that fits 25 bytes, and nothing fits 24.
+  const utils::CheckpointPlan plan = utils::plan_checkpoints(profile, 25);
+  EXPECT_EQ(plan.str(), "[0,2) ckpt | [2,3) plain");
+  EXPECT_EQ(plan.predicted_peak_bytes, 25);
+  EXPECT_EQ(plan.recompute_ms, 2.0);
+  EXPECT_EQ(utils::min_feasible_budget(profile), 25);
+}
+
 TEST_F(CheckpointMemory, PlannerFitsTheBudgetWithTheLeastRecompute) {
   nn::Sequential seq;
   build_stack(seq, 16);
@@ -104,6 +124,8 @@ TEST_F(CheckpointMemory, PlannerFitsTheBudgetWithTheLeastRecompute) {
   std::vector<utils::LayerProfile> profile = utils::profile_layers(seq, x);
   ASSERT_EQ(profile.size(), 32u);
   EXPECT_EQ(profile.back().live_after, 16 * kActivation);  // same accounting as the plain run
+  EXPECT_EQ(profile[0].grad_bytes, parameter_bytes(seq[0]));  // a Linear's weight and bias gradients
+  EXPECT_EQ(profile[1].grad_bytes, 0);                        // ReLU has no parameters
 
   // A budget the plain run fits: nothing is checkpointed.
   utils::CheckpointPlan roomy = utils::plan_checkpoints(profile, 64 * kActivation);

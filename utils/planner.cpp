@@ -4,8 +4,15 @@
 // segments; after the forward a plain segment still holds full(a, b), a checkpointed one only
 // its output. Backward visits the segments in reverse; when it reaches segment k, everything
 // kept by segments before k is still alive, and segment k's activations are back in full
-// (recomputed if it was checkpointed). So the predicted peak is
-//     max( sum_k kept_k ,  max_k ( sum_{j<k} kept_j + full_k ) ).
+// (recomputed if it was checkpointed). Backward also leaves a gradient for every trainable
+// parameter it passes (zero_grad sets them to none by default, so none is alive before the
+// step). When backward is at layer i of segment [a, b), the activations of layers a..i are alive
+// and so are the gradients of layers i onwards, grads(i); the segment's high water is
+//     high_k = max_{a <= i < b} ( full(a, i+1) + grads(i) ),
+// and the predicted peak is
+//     max( sum_k kept_k ,  max_k ( sum_{j<k} kept_j + high_k ) ).
+// Counting layer by layer, rather than all of a segment's activations next to all the gradients
+// of its layers, keeps the prediction independent of how a plain run is cut into segments.
 // The recompute cost is the forward time of the checkpointed layers.
 //
 // Search. Walking the cut points left to right, a partial plan is summarised by (kept bytes so
@@ -13,7 +20,7 @@
 // Keeping, at every cut point, the Pareto frontier of those pairs (no pair with both fewer bytes
 // and less recompute) makes the dynamic program exact for this model: the plan it returns has
 // the least recompute of all plans whose predicted peak fits. The model itself ignores the
-// gradient buffers alive during backward and the transient outputs inside a layer; the demo
+// gradients flowing back between layers and the transient buffers inside a layer; the demo
 // prints predicted against measured peaks so the gap is visible.
 #include "utils/planner.h"
 
@@ -41,7 +48,11 @@ std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& samp
     const auto start = std::chrono::steady_clock::now();
     out = seq[i](out);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    layers.push_back({seq[i].name(), memory::stats(device).live_bytes - base, static_cast<int64_t>(out.nbytes()), ms});
+    int64_t grad_bytes = 0;
+    for (const Tensor& p : seq[i].parameters())
+      if (p.requires_grad()) grad_bytes += static_cast<int64_t>(p.nbytes());
+    layers.push_back(
+        {seq[i].name(), memory::stats(device).live_bytes - base, static_cast<int64_t>(out.nbytes()), grad_bytes, ms});
   }
   return layers;
 }
@@ -58,6 +69,18 @@ struct Prefix {
 
 int64_t full(const std::vector<LayerProfile>& l, size_t a, size_t b) {
   return l[b - 1].live_after - (a == 0 ? 0 : l[a - 1].live_after);
+}
+
+// grads(i): the parameter gradients of layers i onwards, which backward has made by layer i.
+int64_t grads_from(const std::vector<LayerProfile>& l, size_t i) {
+  int64_t bytes = 0;
+  for (size_t j = i; j < l.size(); ++j) bytes += l[j].grad_bytes;
+  return bytes;
+}
+
+// What segment [a, b + 1) holds at its high water, given `high` for [a, b) (see the Note).
+int64_t extend_high_water(const std::vector<LayerProfile>& l, size_t a, size_t b, int64_t high) {
+  return std::max(high, full(l, a, b + 1) + grads_from(l, b));
 }
 
 double forward_ms(const std::vector<LayerProfile>& l, size_t a, size_t b) {
@@ -85,9 +108,11 @@ std::vector<std::vector<Prefix>> frontiers(const std::vector<LayerProfile>& l, i
     keep_frontier(at[a]);
     for (size_t e = 0; e < at[a].size(); ++e) {
       const Prefix& p = at[a][e];
+      int64_t high = 0;
       for (size_t b = a + 1; b <= n; ++b) {
+        high = extend_high_water(l, a, b - 1, high);
+        if (p.kept + high > budget) break;  // segment [a, b) does not fit, and longer ones neither
         const int64_t f = full(l, a, b);
-        if (p.kept + f > budget) continue;  // segment [a, b) alive in full does not fit
         at[b].push_back({p.kept + f, p.recompute, a, e, false});
         at[b].push_back({p.kept + l[b - 1].output_bytes, p.recompute + forward_ms(l, a, b), a, e, true});
       }
@@ -102,7 +127,9 @@ std::vector<std::vector<Prefix>> frontiers(const std::vector<LayerProfile>& l, i
 int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
   int64_t kept = 0, peak = 0;
   for (const auto& s : plan.segments) {
-    peak = std::max(peak, kept + full(l, s.begin, s.end));
+    int64_t high = 0;
+    for (size_t i = s.begin; i < s.end; ++i) high = extend_high_water(l, s.begin, i, high);
+    peak = std::max(peak, kept + high);
     kept += s.checkpointed ? l[s.end - 1].output_bytes : full(l, s.begin, s.end);
   }
   return std::max(peak, kept);
@@ -112,6 +139,7 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& l) {
   EMBER_CHECK(!l.empty(), "[plan_checkpoints] no layers to plan for");
   int64_t lo = 0, hi = std::max<int64_t>(l.back().live_after, 0);
   for (const LayerProfile& p : l) hi = std::max(hi, p.live_after + p.output_bytes);
+  hi += grads_from(l, 0);
   while (lo < hi) {  // feasibility is monotone in the budget
     const int64_t mid = lo + (hi - lo) / 2;
     if (frontiers(l, mid).back().empty()) lo = mid + 1;

@@ -17,6 +17,7 @@ struct LayerProfile {
   std::string name;
   int64_t live_after = 0;    // live bytes after the layer ran, relative to before the first
   int64_t output_bytes = 0;  // bytes of the layer's output
+  int64_t grad_bytes = 0;    // bytes of the gradients backward leaves for its trainable parameters
   double forward_ms = 0;
 };
 std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample);
