@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -87,7 +88,10 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::softmax.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::cross_entropy_forward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::cross_entropy_backward.has(DeviceType::CUDA));
-  EXPECT_FALSE(kernels::max_pool2d_forward.has(DeviceType::CUDA));  // not written yet: a clear error, no stub
+  EXPECT_TRUE(kernels::conv2d_forward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::max_pool2d_backward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::batch_norm_backward.has(DeviceType::CUDA));
+  EXPECT_FALSE(kernels::index_select.has(DeviceType::CUDA));  // not written yet: a clear error, no stub
 }
 
 TEST(CudaContext, MissingDeviceIsAnError) {
@@ -371,6 +375,113 @@ TEST(Cuda, MlpTrainingStepMatchesCpu) {
   expect_matches(gpu[4], cpu[4]);
 }
 
+// Each input and parameter as a leaf on `device` (a copy of the CPU one), ready for backward.
+std::vector<Tensor> leaves_on(const std::vector<Tensor>& cpu, Device device) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : cpu) out.push_back(t.defined() ? t.detach().to(device).requires_grad_() : Tensor());
+  return out;
+}
+
+// Runs fn on CPU leaves and on CUDA copies of them, backpropagates sum(out * r) for one fixed r,
+// and compares the outputs and every gradient.
+using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+void expect_same_forward_backward(const TensorFn& fn,
+                                  const std::vector<Tensor>& inputs, double tol) {
+  const std::vector<Tensor> cpu = leaves_on(inputs, kCPU), gpu = leaves_on(inputs, kCUDA);
+  const Tensor out = fn(cpu), gout = fn(gpu);
+  expect_matches(gout, out, tol);
+  const Tensor r = randn(out.shape()).to(out.dtype());
+  sum(out * r).backward();
+  sum(gout * r.to(kCUDA)).backward();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "gradient of input " << i);
+    if (inputs[i].defined()) expect_matches(gpu[i].grad(), cpu[i].grad(), tol);
+  }
+}
+
+TEST(Cuda, ConvMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  struct Geometry {
+    Shape weight;
+    Pair stride, padding, dilation;
+  };
+  const std::vector<Geometry> geometries = {
+      {{4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{4, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}},
+      {{4, 3, 3, 2}, {1, 2}, {2, 0}, {2, 1}}, {{4, 3, 1, 1}, {1, 1}, {0, 0}, {1, 1}},  // pointwise
+      {{4, 3, 1, 1}, {2, 2}, {0, 0}, {1, 1}},
+  };
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (const Geometry& g : geometries) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " weight " << shape_str(g.weight) << " stride "
+                                      << g.stride[0] << "x" << g.stride[1]);
+      auto fn = [&](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], g.stride, g.padding, g.dilation); };
+      expect_same_forward_backward(
+          fn, {randn({5, 3, 9, 8}).to(dtype), randn(g.weight).to(dtype), randn({g.weight[0]}).to(dtype)},
+          dtype == kFloat32 ? 1e-4 : 1e-10);
+    }
+  }
+}
+
+TEST(Cuda, PoolingMatchesCpuBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // See Note [Pooling backward by gathering]: the same additions in the same order as the CPU.
+  const Tensor x = randn({2, 3, 9, 7});
+  auto max_pool = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); };
+  auto overlapping = [](const std::vector<Tensor>& v) { return max_pool2d(v[0], {3, 2}, {1, 1}); };
+  auto avg_pad = [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}, true); };
+  auto avg_nopad = [](const std::vector<Tensor>& v) { return avg_pool2d(v[0], {3, 3}, {2, 1}, {1, 1}, false); };
+  auto global = [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {1, 1}); };
+  auto adaptive = [](const std::vector<Tensor>& v) { return adaptive_avg_pool2d(v[0], {4, 3}); };
+  for (const TensorFn& fn : std::vector<TensorFn>{max_pool, overlapping, avg_pad, avg_nopad, global, adaptive}) {
+    expect_same_forward_backward(fn, {x}, 0.0);
+  }
+  // Ties in a max window: the first maximum takes the gradient on both devices.
+  expect_same_forward_backward(max_pool, {ones({1, 1, 4, 4})}, 0.0);
+}
+
+TEST(Cuda, BatchNormMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == kFloat32 ? 1e-5 : 1e-10;
+    const Tensor running_mean = zeros({4}, dtype), running_var = ones({4}, dtype);
+    const Tensor grunning_mean = running_mean.to(kCUDA), grunning_var = running_var.to(kCUDA);
+    const Tensor x = (randn({6, 4, 5, 5}) * 3.0 + 1.0).to(dtype);
+    const std::vector<Tensor> cpu = leaves_on({x, randn({4}).to(dtype), randn({4}).to(dtype)}, kCPU);
+    const std::vector<Tensor> gpu = leaves_on({cpu[0], cpu[1], cpu[2]}, kCUDA);
+    const Tensor y = batch_norm(cpu[0], running_mean, running_var, cpu[1], cpu[2], true);
+    const Tensor gy = batch_norm(gpu[0], grunning_mean, grunning_var, gpu[1], gpu[2], true);
+    expect_matches(gy, y, tol);
+    expect_matches(grunning_mean, running_mean, tol);
+    expect_matches(grunning_var, running_var, tol);
+    const Tensor r = randn(y.shape()).to(dtype);
+    sum(y * r).backward();
+    sum(gy * r.to(kCUDA)).backward();
+    for (size_t i = 0; i < 3; ++i) expect_matches(gpu[i].grad(), cpu[i].grad(), tol);
+    // Evaluation mode normalises with the running statistics.
+    expect_matches(batch_norm(gpu[0].detach(), grunning_mean, grunning_var, gpu[1].detach(), gpu[2].detach(), false),
+                   batch_norm(cpu[0].detach(), running_mean, running_var, cpu[1].detach(), cpu[2].detach(), false),
+                   tol);
+  }
+}
+
+// A small residual conv net's training step: every op of the ResNet example on the GPU.
+TEST(Cuda, ConvNetTrainingStepMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Tensor labels = from_vector({1, 0, 3, 2, 2, 1, 0, 3}, {8}, kInt64);
+  auto net = [&](const std::vector<Tensor>& v) {
+    const Tensor h = relu(batch_norm(conv2d(v[0], v[1], Tensor(), {1, 1}, {1, 1}), Tensor(), Tensor(), v[2], v[3], true));
+    const Tensor block = relu(h + batch_norm(conv2d(h, v[4], Tensor(), {1, 1}, {1, 1}), Tensor(), Tensor(), v[2], v[3], true));
+    const Tensor pooled = adaptive_avg_pool2d(max_pool2d(block, {2, 2}, {2, 2}), {1, 1}).view({8, 6});
+    return cross_entropy(matmul(pooled, v[5]), labels.to(v[0].device()));
+  };
+  expect_same_forward_backward(net,
+                               {randn({8, 1, 12, 12}), randn({6, 1, 3, 3}) * 0.5, ones({6}), zeros({6}),
+                                randn({6, 6, 3, 3}) * 0.2, randn({6, 4}) * 0.5},
+                               1e-4);
+}
+
 TEST(Cuda, RandomNumbersEqualCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   for (DType dtype : {kFloat32, kFloat64}) {
@@ -418,6 +529,6 @@ TEST(Cuda, MemoryStatsAreExact) {
 TEST(Cuda, EmptySlotIsAClearError) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   Tensor x = randn({2, 3}).to(kCUDA);
-  const std::string message = error_of([&] { max_pool2d(x.view({1, 1, 2, 3}), {2, 2}, {1, 1}); });
-  EXPECT_NE(message.find("[max_pool2d_forward] has no CUDA kernel"), std::string::npos) << message;
+  const std::string message = error_of([&] { index_select(x, 0, from_vector({1, 0}, {2}, kInt64).to(kCUDA)); });
+  EXPECT_NE(message.find("[index_select] has no CUDA kernel"), std::string::npos) << message;
 }

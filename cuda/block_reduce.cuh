@@ -1,0 +1,68 @@
+#pragma once
+// Block-wide reductions for kernels that give one block to each output (Note [One block per
+// output] in cuda/reduce.cu): the fold operations and block_reduce, plus the launcher.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "cuda/loops.cuh"
+
+namespace ember::cuda {
+
+template <class T>
+__device__ bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return isnan(v);
+  return false;
+}
+
+template <class T>
+struct SumOp {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  __device__ static Acc identity() { return Acc(0); }
+  __device__ static Acc step(Acc acc, Acc v) { return acc + v; }
+};
+
+// Max (IsMax) or min; a NaN wins and stays, as on the CPU.
+template <class T, bool IsMax>
+struct ExtremumOp {
+  using Acc = T;
+  // Worked out by the compiler: numeric_limits is host code, which device code cannot call.
+  static constexpr T kIdentity = [] {
+    using L = std::numeric_limits<T>;
+    if constexpr (L::has_infinity) return IsMax ? -L::infinity() : L::infinity();
+    return IsMax ? L::lowest() : L::max();
+  }();
+  __device__ static T identity() { return kIdentity; }
+  __device__ static T step(T acc, T v) { return (IsMax ? v > acc : v < acc) || is_nan(v) ? v : acc; }
+};
+
+// The block's fold of load(0) ... load(k - 1) (see the Note); every thread gets the result.
+template <class Op, class Load>
+__device__ typename Op::Acc block_reduce(int64_t k, Load load) {
+  using Acc = typename Op::Acc;
+  __shared__ Acc partial[kBlockSize];
+  Acc acc = Op::identity();
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) acc = Op::step(acc, load(j));
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] = Op::step(partial[threadIdx.x], partial[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const Acc result = partial[0];
+  __syncthreads();  // the next block_reduce of this thread block may reuse `partial`
+  return result;
+}
+
+// Launches kernel<<<min(count, kMaxBlocks), kBlockSize>>> on `device`'s stream, one block per output.
+template <class... Params, class... Args>
+void launch_per_output(Device device, int64_t count, void (*kernel)(Params...), Args... args) {
+  if (count <= 0) return;
+  DeviceGuard guard(device.index);
+  const auto blocks = static_cast<unsigned>(std::min(count, kMaxBlocks));
+  kernel<<<blocks, kBlockSize, 0, stream(device.index)>>>(args...);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ember::cuda
