@@ -1,4 +1,4 @@
-// CUDA kernels for the unary and binary elementwise ops: the same math as
+// CUDA kernels for the unary and binary elementwise ops and where: the same math as
 // core/cpu/elementwise.cpp, over any strides (Note [CUDA elementwise loops]).
 //
 // Note [One kernel per op and dtype]
@@ -164,8 +164,30 @@ void binary_cuda(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& ou
   });
 }
 
+template <class T>
+struct WhereBody {
+  Indexer<4> index;  // operands: out, cond, x, y
+  const uint8_t* cond;
+  const T* x;
+  const T* y;
+  T* out;
+  __device__ void operator()(int64_t i) const {
+    const Offsets<4> o = index(i);
+    out[o.at[0]] = cond[o.at[1]] ? x[o.at[2]] : y[o.at[3]];
+  }
+};
+
+void where_cuda(const Tensor& cond, const Tensor& x, const Tensor& y, const Tensor& out) {
+  dispatch(x.dtype(), [&]<class T>() {
+    for_each(out.device(), out.numel(),
+             WhereBody<T>{make_indexer<4>({&out, &cond, &x, &y}, "where"), cond.data<uint8_t>(), x.data<T>(),
+                          y.data<T>(), out.data<T>()});
+  });
+}
+
 const bool registered = kernels::add_kernel(kernels::unary, DeviceType::CUDA, &unary_cuda) &&
-                        kernels::add_kernel(kernels::binary, DeviceType::CUDA, &binary_cuda);
+                        kernels::add_kernel(kernels::binary, DeviceType::CUDA, &binary_cuda) &&
+                        kernels::add_kernel(kernels::where, DeviceType::CUDA, &where_cuda);
 
 }  // namespace
 }  // namespace ember::cuda

@@ -91,6 +91,7 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::conv2d_forward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::max_pool2d_backward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::batch_norm_backward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::where.has(DeviceType::CUDA));
   EXPECT_FALSE(kernels::index_select.has(DeviceType::CUDA));  // not written yet: a clear error, no stub
 }
 
@@ -190,6 +191,17 @@ TEST(Cuda, BroadcastingBinaryOps) {
   gm.mul_(0.5);
   m.mul_(0.5);
   expect_matches(gm, m, 1e-6);
+}
+
+TEST(Cuda, WhereBroadcastsLikeCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  Tensor a = randn({4, 1, 3}), b = randn({5, 1}), cond = randn({5, 3}) > 0.0;
+  expect_matches(where(cond.to(kCUDA), a.to(kCUDA), b.to(kCUDA)), where(cond, a, b));
+  // leaky_relu's backward goes through where.
+  Tensor x = randn({6, 7}).requires_grad_(), gx = x.detach().to(kCUDA).requires_grad_();
+  sum(leaky_relu(x, 0.2)).backward();
+  sum(leaky_relu(gx, 0.2)).backward();
+  expect_matches(gx.grad(), x.grad());
 }
 
 TEST(Cuda, SmallIntegerResultsWrapLikeCpu) {
