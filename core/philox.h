@@ -9,11 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define EMBER_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define EMBER_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace ember::philox {
 

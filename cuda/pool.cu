@@ -7,65 +7,20 @@
 // Here each thread owns one input cell and gathers instead: it visits the windows that can
 // cover its cell in increasing output order and adds what each one sends to it. That is the
 // order the CPU adds in, so the results are bitwise the CPU's. The candidate windows come from
-// inverting the window rule; each candidate is then checked with the forward's own rule, so the
-// inversion only has to include every covering window, never to be exact.
-#include <cmath>
-
+// inverting the window rule (Candidates in core/pool_windows.h); each candidate is then checked
+// with the forward's own rule, so the inversion only has to include every covering window.
 #include "core/kernels.h"
+#include "core/pool_windows.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
 namespace {
 
 using kernels::Window2d;
-
-// Input rows [h0, h1) and columns [w0, w1) of one window, clipped to the image.
-struct Window {
-  int64_t h0, h1, w0, w1;
-  int64_t divisor;  // what an average divides the window's sum by
-};
-
-// A range of output indices [lo, hi] (inclusive) whose windows may cover one input index.
-struct Candidates {
-  int64_t lo, hi;
-};
-
-// Strided, padded windows (max_pool2d, avg_pool2d).
-struct PoolWindows {
-  Window2d g;
-  bool count_include_pad;
-  __device__ Window operator()(int64_t oh, int64_t ow) const {
-    const int64_t h = oh * g.sh - g.ph, w = ow * g.sw - g.pw;
-    Window win{::max(h, int64_t{0}), ::min(h + g.kh, g.h), ::max(w, int64_t{0}), ::min(w + g.kw, g.w), 0};
-    win.divisor = count_include_pad ? g.kh * g.kw : (win.h1 - win.h0) * (win.w1 - win.w0);
-    return win;
-  }
-  // Window o starts at o * stride - pad and spans `kernel`: it covers i iff
-  // (i + pad - kernel + 1) / stride <= o <= (i + pad) / stride.
-  __device__ static Candidates along(int64_t i, int64_t kernel, int64_t stride, int64_t pad, int64_t out) {
-    return {::max((i + pad - kernel) / stride, int64_t{0}), ::min((i + pad) / stride, out - 1)};
-  }
-  __device__ Candidates rows(int64_t h) const { return along(h, g.kh, g.sh, g.ph, g.oh); }
-  __device__ Candidates cols(int64_t w) const { return along(w, g.kw, g.sw, g.pw, g.ow); }
-};
-
-// adaptive_avg_pool2d: cell o of `out` covers [floor(o * in / out), ceil((o + 1) * in / out)).
-struct AdaptiveWindows {
-  Window2d g;
-  __device__ static int64_t begin(int64_t o, int64_t in, int64_t out) { return o * in / out; }
-  __device__ static int64_t end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
-  __device__ Window operator()(int64_t oh, int64_t ow) const {
-    Window win{begin(oh, g.h, g.oh), end(oh, g.h, g.oh), begin(ow, g.w, g.ow), end(ow, g.w, g.ow), 0};
-    win.divisor = (win.h1 - win.h0) * (win.w1 - win.w0);
-    return win;
-  }
-  // Cell o covers i iff floor(i * out / in) <= o <= ceil((i + 1) * out / in) - 1.
-  __device__ static Candidates along(int64_t i, int64_t in, int64_t out) {
-    return {i * out / in, ::min(((i + 1) * out + in - 1) / in - 1, out - 1)};
-  }
-  __device__ Candidates rows(int64_t h) const { return along(h, g.h, g.oh); }
-  __device__ Candidates cols(int64_t w) const { return along(w, g.w, g.ow); }
-};
+using pooling::AdaptiveWindows;
+using pooling::Candidates;
+using pooling::PoolWindows;
+using pooling::Window;
 
 template <class T>
 struct MaxPoolForwardBody {
@@ -76,21 +31,9 @@ struct MaxPoolForwardBody {
   __device__ void operator()(int64_t i) const {
     const Window2d& g = windows.g;
     const int64_t cells = g.oh * g.ow, plane = i / cells, o = i % cells;
-    const T* src = x + plane * g.h * g.w;
-    const Window win = windows(o / g.ow, o % g.ow);
-    T best = -INFINITY;
-    int64_t at = win.h0 * g.w + win.w0;
-    for (int64_t h = win.h0; h < win.h1; ++h) {
-      for (int64_t w = win.w0; w < win.w1; ++w) {
-        const T v = src[h * g.w + w];
-        if (v > best || isnan(v)) {  // the first maximum wins; NaN propagates
-          best = v;
-          at = h * g.w + w;
-        }
-      }
-    }
-    out[i] = best;
-    indices[i] = at;
+    const pooling::WindowMax<T> best = pooling::window_max(x + plane * g.h * g.w, g.w, windows(o / g.ow, o % g.ow));
+    out[i] = best.value;
+    indices[i] = best.at;
   }
 };
 
@@ -117,7 +60,7 @@ struct GatherBody {
     for (int64_t oh = rows.lo; oh <= rows.hi; ++oh) {
       for (int64_t ow = cols.lo; ow <= cols.hi; ++ow) {
         const Window win = windows(oh, ow);
-        if (h < win.h0 || h >= win.h1 || w < win.w0 || w >= win.w1) continue;
+        if (!win.covers(h, w)) continue;
         sum += share(plane * g.oh * g.ow + oh * g.ow + ow, win, cell);
       }
     }
@@ -160,12 +103,7 @@ struct AverageForwardBody {
   __device__ void operator()(int64_t i) const {
     const Window2d& g = windows.g;
     const int64_t cells = g.oh * g.ow, plane = i / cells, o = i % cells;
-    const T* src = x + plane * g.h * g.w;
-    const Window win = windows(o / g.ow, o % g.ow);
-    double sum = 0;
-    for (int64_t h = win.h0; h < win.h1; ++h)
-      for (int64_t w = win.w0; w < win.w1; ++w) sum += src[h * g.w + w];
-    out[i] = static_cast<T>(sum / static_cast<double>(win.divisor));
+    out[i] = pooling::window_average(x + plane * g.h * g.w, g.w, windows(o / g.ow, o % g.ow));
   }
 };
 

@@ -12,6 +12,8 @@
 #include "core/allocator.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "core/ops/window.h"
+#include "core/pool_windows.h"
 #include "test_helpers.h"
 
 using namespace ember;
@@ -240,6 +242,48 @@ TEST_F(ConvPool, MaxPoolForwardAndRouting) {
   // NaN propagates, as PyTorch
   const Tensor with_nan = from_vector({1.0, std::numeric_limits<double>::quiet_NaN(), 3.0, 4.0}, {1, 1, 2, 2});
   EXPECT_TRUE(std::isnan(max_pool2d(with_nan, {2, 2}, {2, 2}).item()));
+}
+
+// The CUDA pooling backward gathers from the windows in Candidates (Note [Pooling backward by
+// gathering] in cuda/pool.cu); a window missing from them would lose its gradient there. The
+// rule is plain C++ shared by both devices, so it is checked here against every window.
+TEST_F(ConvPool, PoolCandidatesIncludeEveryCoveringWindow) {
+  auto check = [](const auto& windows) {
+    const kernels::Window2d& g = windows.g;
+    for (int64_t h = 0; h < g.h; ++h) {
+      for (int64_t w = 0; w < g.w; ++w) {
+        const pooling::Candidates rows = windows.rows(h), cols = windows.cols(w);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            if (!windows(oh, ow).covers(h, w)) continue;
+            EXPECT_TRUE(oh >= rows.lo && oh <= rows.hi && ow >= cols.lo && ow <= cols.hi)
+                << "input (" << h << ", " << w << ") is in window (" << oh << ", " << ow << ") of a " << g.h << "x"
+                << g.w << " image, outside the candidate rows [" << rows.lo << ", " << rows.hi << "] and columns ["
+                << cols.lo << ", " << cols.hi << "]";
+          }
+        }
+      }
+    }
+  };
+  for (int64_t k : {1, 2, 3, 5}) {
+    for (int64_t stride : {1, 2, 3}) {
+      for (int64_t pad = 0; pad <= k / 2; ++pad) {
+        const Tensor x = zeros({1, 1, 11, 8});
+        check(pooling::PoolWindows{ops::window2d(x, {{k, k}, {stride, stride}, {pad, pad}, {1, 1}}, "test"), true});
+      }
+    }
+  }
+  for (int64_t out_h : {1, 3, 4, 11, 15}) {
+    for (int64_t out_w : {1, 2, 5, 8}) {
+      kernels::Window2d g{};
+      g.n = g.c = 1;
+      g.h = 11;
+      g.w = 8;
+      g.oh = out_h;
+      g.ow = out_w;
+      check(pooling::AdaptiveWindows{g});
+    }
+  }
 }
 
 TEST_F(ConvPool, MaxPoolSavesOnlyIndices) {

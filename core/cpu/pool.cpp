@@ -5,49 +5,22 @@
 // a backward that scatters into its plane (max, and the average backwards, whose windows may
 // overlap) never races with another thread. Average and adaptive average differ only in where
 // a window lies and what divides its sum, so both run the same two loops with a different
-// window rule (PoolWindows, AdaptiveWindows).
+// window rule (PoolWindows, AdaptiveWindows in core/pool_windows.h, shared with the CUDA kernels).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
+#include "core/pool_windows.h"
 
 namespace ember::cpu {
 namespace {
 
 using kernels::Window2d;
-
-// Input rows [h0, h1) and columns [w0, w1) of one window, clipped to the image.
-struct Window {
-  int64_t h0, h1, w0, w1;
-  int64_t divisor;  // what an average divides the window's sum by
-};
-
-// Strided, padded windows (max_pool2d, avg_pool2d).
-struct PoolWindows {
-  const Window2d& g;
-  bool count_include_pad;
-  Window operator()(int64_t oh, int64_t ow) const {
-    const int64_t h = oh * g.sh - g.ph, w = ow * g.sw - g.pw;
-    Window win{std::max<int64_t>(h, 0), std::min(h + g.kh, g.h), std::max<int64_t>(w, 0), std::min(w + g.kw, g.w), 0};
-    // Without ceil_mode a window never reaches past the padding, so it always covers kh * kw cells.
-    win.divisor = count_include_pad ? g.kh * g.kw : (win.h1 - win.h0) * (win.w1 - win.w0);
-    return win;
-  }
-};
-
-// adaptive_avg_pool2d: cell i of `out` covers [floor(i * in / out), ceil((i + 1) * in / out)).
-struct AdaptiveWindows {
-  const Window2d& g;
-  Window operator()(int64_t oh, int64_t ow) const {
-    auto begin = [](int64_t i, int64_t in, int64_t out) { return i * in / out; };
-    auto end = [](int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; };
-    Window win{begin(oh, g.h, g.oh), end(oh, g.h, g.oh), begin(ow, g.w, g.ow), end(ow, g.w, g.ow), 0};
-    win.divisor = (win.h1 - win.h0) * (win.w1 - win.w0);
-    return win;
-  }
-};
+using pooling::AdaptiveWindows;
+using pooling::PoolWindows;
+using pooling::Window;
 
 // Runs fn(p) for every (n, c) plane p over the thread team.
 template <class Fn>
@@ -72,19 +45,9 @@ void max_pool2d_forward_cpu(const Tensor& x, const Window2d& g, const Tensor& ou
       T* dst = po + p * g.oh * g.ow;
       int64_t* arg = pi + p * g.oh * g.ow;
       for_each_window(g, PoolWindows{g, false}, [&](int64_t o, const Window& win) {
-        T best = -std::numeric_limits<T>::infinity();
-        int64_t at = win.h0 * g.w + win.w0;
-        for (int64_t h = win.h0; h < win.h1; ++h) {
-          for (int64_t w = win.w0; w < win.w1; ++w) {
-            const T v = src[h * g.w + w];
-            if (v > best || std::isnan(v)) {  // the first maximum wins; NaN propagates, as PyTorch
-              best = v;
-              at = h * g.w + w;
-            }
-          }
-        }
-        dst[o] = best;
-        arg[o] = at;
+        const pooling::WindowMax<T> best = pooling::window_max(src, g.w, win);
+        dst[o] = best.value;
+        arg[o] = best.at;
       });
     });
   });
@@ -112,12 +75,7 @@ void average_forward(const Tensor& x, const Window2d& g, const Windows& windows,
     for_each_plane(g, [&](int64_t p) {
       const T* src = px + p * g.h * g.w;
       T* dst = po + p * g.oh * g.ow;
-      for_each_window(g, windows, [&](int64_t o, const Window& win) {
-        double sum = 0;
-        for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) sum += src[h * g.w + w];
-        dst[o] = static_cast<T>(sum / static_cast<double>(win.divisor));
-      });
+      for_each_window(g, windows, [&](int64_t o, const Window& win) { dst[o] = pooling::window_average(src, g.w, win); });
     });
   });
 }
