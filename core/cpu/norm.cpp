@@ -1,5 +1,6 @@
-// CPU kernels of batch normalisation over x seen as [n, c, s] (s = spatial size). Statistics
-// accumulate in double; each channel is independent, so channels are the parallel axis.
+// CPU kernels of batch normalisation over x seen as [n, c, s] (s = spatial size). Sums run in
+// float lanes folded into double (Note [Lane reductions]) and the loops through simd_dispatch;
+// each channel is independent, so channels are the parallel axis.
 #include <cmath>
 
 #include "core/cpu/loops.h"
@@ -8,6 +9,18 @@
 namespace ember::cpu {
 namespace {
 
+// Sum over channel ch of load(at), at = the flat offset of each of its n * s elements: lane sums
+// over each sample's [s] slice (Note [Lane reductions]) added in sample order, in double.
+template <class T, class Load>
+double channel_sum(int64_t n, int64_t c, int64_t s, int64_t ch, const Load& load) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slice = (i * c + ch) * s;
+    total += reduce_row<SumOp<T>>(s, [&](int64_t j) { return load(slice + j); });
+  }
+  return total;
+}
+
 void batch_norm_stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var) {
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     const T* px = x.data<T>();
@@ -15,22 +28,17 @@ void batch_norm_stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
     T* pv = var.data<T>();
     const double count = static_cast<double>(n * s);
     parallel_for(c, n * c * s, [&](int64_t ch) {
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const T* row = px + (i * c + ch) * s;
-        for (int64_t j = 0; j < s; ++j) sum += static_cast<double>(row[j]);
-      }
-      const double mu = sum / count;
-      double sq = 0;  // second pass: no cancellation from E[x^2] - E[x]^2
-      for (int64_t i = 0; i < n; ++i) {
-        const T* row = px + (i * c + ch) * s;
-        for (int64_t j = 0; j < s; ++j) {
-          const double d = static_cast<double>(row[j]) - mu;
-          sq += d * d;
-        }
-      }
-      pm[ch] = static_cast<T>(mu);
-      pv[ch] = static_cast<T>(sq / count);
+      simd_dispatch([&] {
+        const double mu = channel_sum<T>(n, c, s, ch, [px](int64_t at) { return px[at]; }) / count;
+        // second pass: no cancellation from E[x^2] - E[x]^2
+        const T m = static_cast<T>(mu);
+        const double sq = channel_sum<T>(n, c, s, ch, [px, m](int64_t at) {
+          const T d = px[at] - m;
+          return d * d;
+        });
+        pm[ch] = m;
+        pv[ch] = static_cast<T>(sq / count);
+      });
     });
   });
 }
@@ -57,8 +65,9 @@ void batch_norm_apply_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
 // With xhat = (x - mean) * invstd over M = n * s values of a channel, and y = w * xhat + b:
 //   dL/db = sum(g),  dL/dw = sum(g * xhat),
 //   dL/dx = w * invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)).
-// The two sums are the only cross-element terms, so one pass computes them and a second writes
-// dL/dx: cheaper than differentiating the composition of mean, var and normalise op by op.
+// The two sums are the only cross-element terms, so two vectorised passes compute them and a
+// third writes dL/dx: cheaper than differentiating the composition of mean, var and normalise op
+// by op.
 void batch_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                              const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                              const Tensor& grad_weight, const Tensor& grad_bias) {
@@ -70,29 +79,24 @@ void batch_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n,
     T* pgb = grad_bias.defined() ? grad_bias.data<T>() : nullptr;
     const double count = static_cast<double>(n * s);
     parallel_for(c, n * c * s, [&](int64_t ch) {
-      const double mu = static_cast<double>(pm[ch]), inv = static_cast<double>(pi[ch]);
-      double sum_g = 0, sum_gx = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const T* g = pg + (i * c + ch) * s;
-        const T* in = px + (i * c + ch) * s;
-        for (int64_t j = 0; j < s; ++j) {
-          sum_g += static_cast<double>(g[j]);
-          sum_gx += static_cast<double>(g[j]) * (static_cast<double>(in[j]) - mu);
+      simd_dispatch([&] {
+        const T m = pm[ch];
+        const double inv = static_cast<double>(pi[ch]);
+        const double sum_g = channel_sum<T>(n, c, s, ch, [pg](int64_t at) { return pg[at]; });
+        const double sum_g_xhat =
+            inv * channel_sum<T>(n, c, s, ch, [pg, px, m](int64_t at) { return pg[at] * (px[at] - m); });
+        if (pgw) pgw[ch] = static_cast<T>(sum_g_xhat);
+        if (pgb) pgb[ch] = static_cast<T>(sum_g);
+        // dL/dx = k (M g - sum(g) - xhat sum(g xhat)) = a g - b - c (x - mean), in T
+        const double k = (pw ? static_cast<double>(pw[ch]) : 1.0) * inv / count;
+        const T a = static_cast<T>(k * count), b = static_cast<T>(k * sum_g), cx = static_cast<T>(k * inv * sum_g_xhat);
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t at = (i * c + ch) * s;
+          const T *g = pg + at, *in = px + at;
+          T* out = pgx + at;
+          for (int64_t j = 0; j < s; ++j) out[j] = a * g[j] - b - cx * (in[j] - m);
         }
-      }
-      const double sum_g_xhat = sum_gx * inv;
-      if (pgw) pgw[ch] = static_cast<T>(sum_g_xhat);
-      if (pgb) pgb[ch] = static_cast<T>(sum_g);
-      const double k = (pw ? static_cast<double>(pw[ch]) : 1.0) * inv / count;
-      for (int64_t i = 0; i < n; ++i) {
-        const T* g = pg + (i * c + ch) * s;
-        const T* in = px + (i * c + ch) * s;
-        T* out = pgx + (i * c + ch) * s;
-        for (int64_t j = 0; j < s; ++j) {
-          const double xhat = (static_cast<double>(in[j]) - mu) * inv;
-          out[j] = static_cast<T>(k * (count * static_cast<double>(g[j]) - sum_g - xhat * sum_g_xhat));
-        }
-      }
+      });
     });
   });
 }
