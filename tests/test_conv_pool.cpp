@@ -106,6 +106,13 @@ TEST_F(ConvPool, ConvMatchesDirectConvolution) {
       {2, 2, 6, 7, 3, 1, 1, {2, 2}, {0, 0}, {1, 1}, false},  // 1x1 strided: im2col
       {1, 1, 5, 5, 1, 5, 5, {1, 1}, {0, 0}, {1, 1}, true},   // the kernel covers the image
       {2, 3, 4, 4, 2, 3, 3, {1, 1}, {2, 2}, {3, 3}, false},  // windows mostly in the padding
+      // same-size outputs at stride 1, lowered in blocks (Note [im2col in blocks])
+      {2, 3, 7, 6, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, true},
+      {1, 2, 6, 5, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, false},
+      {2, 2, 8, 7, 3, 3, 3, {1, 1}, {2, 2}, {2, 2}, true},   // dilated
+      {1, 3, 5, 6, 2, 3, 1, {1, 1}, {1, 0}, {1, 1}, false},  // padding along one dim only
+      {1, 1, 2, 3, 2, 3, 3, {1, 1}, {1, 1}, {1, 1}, true},   // taps wider than the image
+      {1, 1, 5, 3, 1, 3, 5, {1, 1}, {1, 2}, {1, 1}, false},  // some taps entirely in the padding
   };
   for (DType dtype : {kFloat32, kFloat64}) {
     for (const ConvCase& k : cases) {

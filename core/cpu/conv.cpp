@@ -70,13 +70,54 @@ void for_each_run(const Window2d& g, InsideRun inside_run, Padding padding) {
   }
 }
 
+// Note [im2col in blocks]
+// At stride 1 with an output as wide as the input (3x3 kernels with padding 1: most of a
+// ResNet), a tap reads consecutive input rows, and input and column rows have the same length.
+// Column cell p of tap (i, j) then reads input cell p + shift with one shift for the whole tap,
+// so the tap is one copy from its first inside cell to its last; the cells of that stretch that
+// belong to the padding (a neighbouring row's edge) are zeroed afterwards. One copy of ~700
+// floats instead of a call per row of 27: im2col and its memmoves were a fifth of a ResNet step.
+template <class T>
+void im2col_plane_in_blocks(const T* src, const Window2d& g, T* dst) {
+  const int64_t cells = g.oh * g.ow;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const Span rows = inside(i * g.dh - g.ph, 1, g.h, g.oh);
+    for (int64_t j = 0; j < g.kw; ++j) {
+      T* tap = dst + (i * g.kw + j) * cells;
+      const int64_t offset = j * g.dw - g.pw;
+      const Span cols = inside(offset, 1, g.w, g.ow);
+      std::fill(tap, tap + rows.lo * g.ow, T(0));
+      std::fill(tap + rows.hi * g.ow, tap + cells, T(0));
+      if (cols.lo == cols.hi) {
+        std::fill(tap + rows.lo * g.ow, tap + rows.hi * g.ow, T(0));
+        continue;
+      }
+      if (rows.lo == rows.hi) continue;
+      const int64_t first = rows.lo * g.ow + cols.lo, last = (rows.hi - 1) * g.ow + cols.hi;
+      const int64_t shift = (i * g.dh - g.ph) * g.w + offset;
+      std::copy(src + first + shift, src + last + shift, tap + first);
+      // column by column: strided stores, which the compiler keeps inline (a row-wise zeroing
+      // loop would become a memset call per row)
+      for (int64_t k = 0; k < cols.lo; ++k)
+        for (int64_t o = rows.lo; o < rows.hi; ++o) tap[o * g.ow + k] = T(0);
+      for (int64_t k = cols.hi; k < g.ow; ++k)
+        for (int64_t o = rows.lo; o < rows.hi; ++o) tap[o * g.ow + k] = T(0);
+    }
+  }
+}
+
 // One sample [C, H, W] -> its columns [C*KH*KW, OH*OW], zeros where the window hangs over the padding.
 template <class T>
 void im2col(const T* x, const Window2d& g, T* cols) {
   const int64_t plane_cols = g.kh * g.kw * g.oh * g.ow;
+  const bool in_blocks = g.sh == 1 && g.sw == 1 && g.ow == g.w;
   for (int64_t c = 0; c < g.c; ++c) {
     const T* src = x + c * g.h * g.w;
     T* dst = cols + c * plane_cols;
+    if (in_blocks) {
+      im2col_plane_in_blocks(src, g, dst);
+      continue;
+    }
     for_each_run(
         g,
         [&](int64_t at, int64_t in, int64_t count) {
