@@ -42,7 +42,7 @@
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
 #include "utils/checkpoint_sequential.h"
-#include "bench/bench_threads.h"
+#include "bench/bench_common.h"
 
 namespace {
 
@@ -100,11 +100,7 @@ void run_case(benchmark::State& state, const std::function<Tensor()>& step, cons
     step();
     state.counters["peak_MiB"] =
         static_cast<double>(ember::memory::stats().peak_bytes - before) / (1024.0 * 1024.0);
-    for (auto _ : state) {
-      Tensor out = step();
-      benchmark::DoNotOptimize(out.raw_data());
-      benchmark::ClobberMemory();
-    }
+    ember::bench::time_steps(state, step);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
@@ -208,10 +204,6 @@ int main(int argc, char** argv) {
   Stack model;
   stack = &model;
   register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return ember::bench::run_benchmarks(argc, argv, &reporter);
 }

@@ -32,7 +32,7 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
-#include "bench/bench_threads.h"
+#include "bench/bench_common.h"
 
 namespace {
 
@@ -91,12 +91,7 @@ using Step = std::function<Tensor()>;
 
 void run_case(benchmark::State& state, const std::function<Step()>& setup) {
   try {
-    Step step = setup();
-    for (auto _ : state) {
-      Tensor out = step();
-      benchmark::DoNotOptimize(out.raw_data());
-      benchmark::ClobberMemory();
-    }
+    ember::bench::time_steps(state, setup());
   } catch (const std::exception& e) {
     // An ember::Error from an op, or a Mismatch from a reference check.
     state.SkipWithError(e.what());
@@ -369,9 +364,5 @@ int main(int argc, char** argv) {
   ember::manual_seed(0);
 
   register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ember::bench::run_benchmarks(argc, argv);
 }

@@ -41,7 +41,7 @@
 #include "core/tensor.h"
 #include "examples/models.h"
 #include "optim/sgd.h"
-#include "bench/bench_threads.h"
+#include "bench/bench_common.h"
 
 namespace {
 
@@ -104,12 +104,7 @@ void train_step_case(benchmark::State& state, const ModelCase& m) {
   try {
     Setup s(m);
     check_step(name, s);
-    Tensor loss;
-    for (auto _ : state) {
-      loss = s.train_step();
-      benchmark::DoNotOptimize(loss.raw_data());
-      benchmark::ClobberMemory();
-    }
+    const Tensor loss = ember::bench::time_steps(state, [&s] { return s.train_step(); });
     state.counters["final_loss"] = loss.defined() ? loss.item() : NAN;
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -121,11 +116,7 @@ void train_step_case(benchmark::State& state, const ModelCase& m) {
 void forward_case(benchmark::State& state, const ModelCase& m) {
   try {
     Setup s(m);
-    for (auto _ : state) {
-      Tensor logits = (*s.model)(s.x);
-      benchmark::DoNotOptimize(logits.raw_data());
-      benchmark::ClobberMemory();
-    }
+    ember::bench::time_steps(state, [&s] { return (*s.model)(s.x); });
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
@@ -151,9 +142,5 @@ int main(int argc, char** argv) {
   if (!ember::bench::setup_threads(argc, argv, "bench_train")) return 2;
 
   register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return ember::bench::run_benchmarks(argc, argv);
 }

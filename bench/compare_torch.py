@@ -186,6 +186,14 @@ def fmt_ms(v):
     return f"{v:.4f}" if isinstance(v, float) else "-"
 
 
+def print_errors(rows):
+    """Prints in full every case whose time is an error message (a failed check or an ember::Error)."""
+    for r in rows:
+        for side in ("ember_ms", "torch_ms"):
+            if isinstance(r[side], str) and r[side] != "-":
+                print(f"{r['case']}: {side.split('_')[0]}: {r[side]}")
+
+
 def parse_comparison_args(doc, binary, default_bench, min_time, warmup):
     """The command line every ember-vs-PyTorch comparison script takes."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
@@ -228,10 +236,7 @@ def main():
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geometric mean of ember/torch over {len(ratios)} cases: {geo:.2f}")
-    for r in rows:  # errors (a failed reference check or an ember::Error) in full
-        for side in ("ember_ms", "torch_ms"):
-            if isinstance(r[side], str) and r[side] != "-":
-                print(f"{r['case']}: {side.split('_')[0]}: {r[side]}")
+    print_errors(rows)
 
     if args.json:
         with open(args.json, "w") as f:

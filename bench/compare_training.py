@@ -34,7 +34,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_torch import fmt_ms, import_torch, parse_comparison_args, run_ember, time_step  # noqa: E402
+from compare_torch import (fmt_ms, import_torch, parse_comparison_args, print_errors, run_ember,  # noqa: E402
+                           time_step)
 
 DEFAULT_BENCH = "build/release/bench/bench_train"
 
@@ -192,10 +193,7 @@ def main():
         ips = [f"{v:.0f}" if v is not None else "-" for v in (r["ember_images_per_s"], r["torch_images_per_s"])]
         print(f"| {r['case']:<{width}} | {fmt_ms(r['ember_ms']):>10} | {fmt_ms(r['torch_ms']):>10} | {ratio:>11} "
               f"| {ips[0]:>11} | {ips[1]:>11} |")
-    for r in rows:  # errors (a failed check in bench_train or an ember::Error) in full
-        for side in ("ember_ms", "torch_ms"):
-            if isinstance(r[side], str) and r[side] != "-":
-                print(f"{r['case']}: {side.split('_')[0]}: {r[side]}")
+    print_errors(rows)
 
     if args.json:
         with open(args.json, "w") as f:

@@ -70,20 +70,15 @@ Tensor im2col(const Tensor& x, const Window2d& g) {
   return cols;
 }
 
-// [N, M, K] @ [N, K, L] through the matmul kernel (operands may be stride-0 or transposed views).
-void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  kernels::matmul[a.device()](a, b, out);
-}
-
 void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
   const int64_t oc = weight.size(0), ck = weight.size(1);
-  batched_matmul(weight.unsqueeze(0).expand({g.n, oc, ck}), im2col(x, g), out);
+  kernels::matmul[x.device()](weight.unsqueeze(0).expand({g.n, oc, ck}), im2col(x, g), out);
 }
 
 void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
   const int64_t oc = weight.size(0), ck = weight.size(1);
   Tensor cols = device_empty({g.n, ck, g.oh * g.ow}, grad);
-  batched_matmul(weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols);
+  kernels::matmul[grad.device()](weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols);
   dispatch_floating(grad.dtype(), "conv2d backward", [&]<class T>() {
     for_each(grad.device(), grad_x.numel(), Col2imBody<T>{cols.data<T>(), g, grad_x.data<T>()});
   });
@@ -92,7 +87,7 @@ void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const 
 void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1);
   Tensor per_sample = device_empty({g.n, oc, ck}, grad);
-  batched_matmul(grad, im2col(x, g).transpose(1, 2), per_sample);
+  kernels::matmul[grad.device()](grad, im2col(x, g).transpose(1, 2), per_sample);
   kernels::reduce[grad.device()](kernels::ReduceOp::Sum, per_sample, 1, g.n, oc * ck, grad_weight);
 }
 

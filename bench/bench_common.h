@@ -1,6 +1,7 @@
 #pragma once
-// The one flag the benchmark programs add to Google Benchmark's: --threads N (default 1), ember's
-// thread count (OpenMP and OpenBLAS together), taken out of argv before benchmark::Initialize.
+// What the benchmark programs share: the one flag they add to Google Benchmark's, --threads N
+// (default 1, ember's thread count for OpenMP and OpenBLAS together, taken out of argv before
+// benchmark::Initialize), the timed loop, and running what they registered.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "core/ops.h"
+#include "core/tensor.h"
 
 namespace ember::bench {
 
@@ -49,6 +51,29 @@ inline bool setup_threads(int& argc, char** argv, const char* program) {
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   benchmark::AddCustomContext("omp_wait_policy", wait_policy ? wait_policy : "(unset)");
   return true;
+}
+
+// Runs step() once per benchmark iteration. The tensor it returns is marked as used, so the
+// compiler cannot drop the work; the last one is returned.
+template <class Step>
+Tensor time_steps(benchmark::State& state, Step step) {
+  Tensor out;
+  for (auto _ : state) {
+    out = step();
+    benchmark::DoNotOptimize(out.raw_data());
+    benchmark::ClobberMemory();
+  }
+  return out;
+}
+
+// benchmark::Initialize, then every registered case through `reporter` (the console's when
+// null). Returns main's exit status.
+inline int run_benchmarks(int& argc, char** argv, benchmark::BenchmarkReporter* reporter = nullptr) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks(reporter);
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace ember::bench
