@@ -5,6 +5,8 @@
 //   train_step/plain/16x1024x1024                        no checkpointing
 //   train_step/segments4/16x1024x1024                    checkpoint_sequential, 4 segments
 //   train_step/segments4_save_matmuls/16x1024x1024       the same with the save_matmuls policy
+//   train_step/segments4_unchecked/16x1024x1024          4 segments without the value check
+//                                                        (check_values = false)
 //   forward/16x1024x1024                                 the forward alone, recording the graph
 //                                                        as a training forward (and a recompute) does
 //
@@ -12,7 +14,9 @@
 // forward, from each case's median wall-clock time and median CPU time. Non-reentrant
 // checkpointing re-runs each checkpointed segment's forward at most once, so the ratio must come
 // out at most 1 (3/4 here: the last of the 4 segments is not checkpointed). save_matmuls replays
-// the matmuls and recomputes only the bias adds and ReLUs, so it should come out far lower.
+// the matmuls and recomputes only the bias adds and ReLUs, so it should come out far lower. It
+// also prints what the default value check (Note [Checking the recompute]) costs: the 4-segment
+// step with it against the same step without it.
 // Memory is the demo's subject (examples/checkpoint_demo); here each case only reports its exact
 // peak as a counter.
 //
@@ -120,12 +124,15 @@ void add(const std::string& name, std::function<void(benchmark::State&)> fn) {
 }
 
 const std::string kPlain = "train_step/plain/" + kDims, kSegmented = "train_step/segments4/" + kDims,
-                  kSaveMatmuls = "train_step/segments4_save_matmuls/" + kDims, kForward = "forward/" + kDims;
+                  kSaveMatmuls = "train_step/segments4_save_matmuls/" + kDims,
+                  kUnchecked = "train_step/segments4_unchecked/" + kDims, kForward = "forward/" + kDims;
 
 void register_all() {
-  ember::utils::CheckpointOptions recompute_all, save_matmuls;
+  ember::utils::CheckpointOptions recompute_all, save_matmuls, no_value_check;
   save_matmuls.policy = ember::utils::save_matmuls();
-  const Forward segmented = segments_forward(recompute_all), selective = segments_forward(save_matmuls);
+  no_value_check.check_values = false;
+  const Forward segmented = segments_forward(recompute_all), selective = segments_forward(save_matmuls),
+                unchecked = segments_forward(no_value_check);
 
   add(kPlain, [](benchmark::State& state) {
     run_case(state, [] { return train_step(plain_forward); }, nullptr);
@@ -135,6 +142,9 @@ void register_all() {
   });
   add(kSaveMatmuls, [selective](benchmark::State& state) {
     run_case(state, [selective] { return train_step(selective); }, same_gradients_as_plain(selective));
+  });
+  add(kUnchecked, [unchecked](benchmark::State& state) {
+    run_case(state, [unchecked] { return train_step(unchecked); }, same_gradients_as_plain(unchecked));
   });
   // The forward of a training step: grad mode on, so it builds the graph and saves what backward
   // would need (exactly what a recompute does), then drops it all.
@@ -179,7 +189,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
   static void print_ratios(const char* clock, const Times& times) {
     const double plain = median(times, kPlain), segmented = median(times, kSegmented),
-                 selective = median(times, kSaveMatmuls), forward = median(times, kForward);
+                 selective = median(times, kSaveMatmuls), unchecked = median(times, kUnchecked),
+                 forward = median(times, kForward);
     if (plain <= 0 || forward <= 0) return;  // filtered out or failed
     std::printf("\n%s medians (ms): plain step %.1f, forward %.1f", clock, plain, forward);
     if (segmented > 0) std::printf(", 4 segments %.1f", segmented);
@@ -190,6 +201,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
     if (selective > 0)
       std::printf("%s ratio segments4_save_matmuls: (step - plain step) / forward = %.3f\n", clock,
                   (selective - plain) / forward);
+    if (segmented > 0 && unchecked > 0)
+      std::printf("%s value check: 4 segments %.1f ms with it, %.1f ms without (check_values = false): %+.1f%%\n",
+                  clock, segmented, unchecked, 100.0 * (segmented - unchecked) / unchecked);
   }
 
   Times real_, cpu_;

@@ -174,6 +174,10 @@ using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_
                                  const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                  const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
 
+// x contiguous: the sum over i of fingerprint::term(i, bits of x[i]) modulo 2^64 (Note [Tensor
+// fingerprints]); the same 64 bits on every device
+using FingerprintFn = uint64_t(const Tensor& x);
+
 inline Kernel<FillFn> fill{"fill"};
 inline Kernel<CopyFn> copy{"copy"};
 inline Kernel<TransferFn> transfer{"transfer"};
@@ -203,5 +207,6 @@ inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg
 inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
 inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
 inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
+inline Kernel<FingerprintFn> fingerprint{"fingerprint"};
 
 }  // namespace ember::kernels

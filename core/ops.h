@@ -124,9 +124,17 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   bool update_running_stats = true);
+// eps must be finite and > 0 (a negative eps gives NaN), momentum finite and in [0, 1]; `op` names
+// the caller in the error. batch_norm and the BatchNorm modules check with this.
+void check_batch_norm_options(double eps, double momentum, const char* op);
 // Inverted dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p).
 // Draws from the default generator of x's device; identity when !training or p == 0.
 Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// --- fingerprints (core/ops/fingerprint.cpp) ---
+// 64 bits that change when any element of x changes, the same on every device (Note [Tensor
+// fingerprints] in core/fingerprint.h); a checksum for comparing results, not differentiable.
+uint64_t fingerprint(const Tensor& x);
 
 // --- threads (core/cpu/parallel.cpp) ---
 // Sets the threads of ember's OpenMP loops and of OpenBLAS together.

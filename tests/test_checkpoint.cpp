@@ -3,6 +3,8 @@
 // checkpoint_sequential and switching checkpointing on and off in a model.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "core/generator.h"
@@ -112,6 +114,69 @@ TEST_F(Checkpoint, WithoutRngReplayDebugModeNamesTheOpThatDiffers) {
   options.preserve_rng_state = true;
   Tensor again = utils::checkpoint(fn, x, options);
   sum(again).backward();
+}
+
+TEST_F(Checkpoint, ByDefaultARecomputeWithOtherValuesIsAnError) {
+  // Without RNG replay the recompute draws another dropout mask: the gradient would be wrong.
+  Tensor w = randn({6, 6}).requires_grad_();
+  auto fn = [&](const Tensor& x) { return matmul(dropout(x, 0.5), w); };
+  utils::CheckpointOptions options;
+  options.preserve_rng_state = false;
+  Tensor x = randn({4, 6}).requires_grad_();
+  expect_error([&] { sum(utils::checkpoint(fn, x, options)).backward(); },
+               "holds other values than the forward saved");
+}
+
+TEST_F(Checkpoint, ValueCheckCatchesStateThatChangedBeforeBackward) {
+  double scale = 2.0;  // captured by reference: the recompute sees the new value
+  auto fn = [&](const Tensor& x) { return exp(x * scale); };
+  Tensor x = randn({3, 5}).requires_grad_();
+  Tensor out = utils::checkpoint(fn, x);
+  scale = 3.0;
+  expect_error([&] { sum(out).backward(); }, "recomputed tensor 0 (saved by exp, [3, 5]) holds other values");
+
+  // The switch: with check_values off the same mistake goes unnoticed (the gradient is then
+  // exp(3x) * 2 instead of exp(2x) * 2 — which is what the check is for).
+  utils::CheckpointOptions unchecked;
+  unchecked.check_values = false;
+  scale = 2.0;
+  x.set_grad(Tensor());
+  Tensor quiet = utils::checkpoint(fn, x, unchecked);
+  scale = 3.0;
+  sum(quiet).backward();
+  testutil::expect_near(x.grad(), testutil::values(exp(x.detach() * 3.0) * 2.0), 1e-4);
+}
+
+TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
+  Tensor a = randn({300, 257});  // large enough for the OpenMP loop to split it
+  const uint64_t f = fingerprint(a);
+  EXPECT_EQ(fingerprint(a.clone()), f);
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(fingerprint(a), f) << "the sum modulo 2^64 must not depend on how the loop is split";
+  set_num_threads(threads);
+
+  Tensor flipped = a.clone();
+  float* p = flipped.data<float>();
+  uint32_t bits;
+  std::memcpy(&bits, &p[1000], sizeof bits);
+  bits ^= 1u;  // the last mantissa bit of one element
+  std::memcpy(&p[1000], &bits, sizeof bits);
+  EXPECT_NE(fingerprint(flipped), f);
+
+  Tensor swapped = a.clone();
+  std::swap(swapped.data<float>()[0], swapped.data<float>()[1]);
+  EXPECT_NE(fingerprint(swapped), f);
+
+  // A view is fingerprinted in its own element order, like its contiguous copy.
+  Tensor t = a.t();
+  EXPECT_EQ(fingerprint(t), fingerprint(t.contiguous()));
+  EXPECT_NE(fingerprint(t), f);
+  // Every dtype.
+  EXPECT_NE(fingerprint(arange(10.0, kInt64)), fingerprint(arange(1.0, 11.0, 1.0, kInt64)));
+  EXPECT_EQ(fingerprint(ones({4}, kUInt8)), fingerprint(ones({4}, kUInt8)));
+  EXPECT_NE(fingerprint(zeros({4}, kFloat64)), fingerprint(full({4}, -0.0, kFloat64)));
+  expect_error([] { fingerprint(Tensor()); }, "[fingerprint]");
 }
 
 TEST_F(Checkpoint, EarlyStopSkipsWhatFollowsTheLastSavedTensor) {

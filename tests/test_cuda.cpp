@@ -94,6 +94,7 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::where.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::index_select.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::scatter_add.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::fingerprint.has(DeviceType::CUDA));
 }
 
 TEST(CudaContext, MissingDeviceIsAnError) {
@@ -527,6 +528,21 @@ TEST(Cuda, RandomNumbersEqualCpu) {
       }
     }
   }
+}
+
+TEST(Cuda, FingerprintsEqualCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Sizes around the block size and past one grid (65535 blocks x 256 threads), every dtype, and
+  // a view, which is fingerprinted in its own element order.
+  for (int64_t n : {1, 255, 257, 100003, 65535 * 256 + 77}) {
+    for (DType dtype : kAllDTypes) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
+      const Tensor x = sample({n}, dtype);
+      EXPECT_EQ(fingerprint(x.to(kCUDA)), fingerprint(x));
+    }
+  }
+  const Tensor m = randn({33, 70});
+  EXPECT_EQ(fingerprint(m.to(kCUDA).t()), fingerprint(m.t()));
 }
 
 TEST(Cuda, MemoryStatsAreExact) {

@@ -18,6 +18,16 @@
 // gives them the in-place version check, and makes nesting work — an inner checkpoint's inputs
 // are packed by the outer checkpoint and recomputed by it when the inner one needs them.
 //
+// Note [Checking the recompute]
+// A recompute that does not reproduce the forward would give a silently wrong gradient, so by
+// default (determinism_check) each recomputed saved tensor is compared with what the forward
+// saved before it is used: its shape, dtype and device, and — check_values — its values, through
+// a 64-bit fingerprint (Note [Tensor fingerprints]) taken in the forward's pack hook and again in
+// the recompute's. That costs one read of every saved tensor in each pass, and 8 bytes an entry
+// (bench/RESULTS.md has the measured cost); the tensors themselves are not kept. The fingerprint
+// is exact, not a tolerance: ember's kernels are deterministic, so an honest recompute gives the
+// same bits. Debug mode also fingerprints every op's output, to name the first op that differs.
+//
 // Note [Selective checkpointing]
 // With a policy, an op observer (Note [Op observers]) records every top-level op of the forward.
 // For ops the policy keeps, it holds the op's output and remembers, for each tensor the op saved,
@@ -67,22 +77,13 @@ bool same_view(const Tensor& a, const Tensor& b) {
          a.shape() == b.shape() && a.strides() == b.strides();
 }
 
-double checksum(const Tensor& t) {
-  NoGradGuard no_grad;
-  Tensor d = t.to(kFloat64);
-  // Position-weighted, so that two swapped elements change it too.
-  Tensor weights = arange(1.0, static_cast<double>(t.numel()) + 1.0, 1.0,
-                          TensorOptions(kFloat64).with_device(t.device())).reshape(t.shape());
-  return sum(d * weights).item();
-}
-
 // What a saved tensor looked like in the forward, and its recomputed value until unpacked.
 struct Entry {
   Shape shape;
   DType dtype;
   Device device;
   std::string op;
-  double checksum = 0;
+  uint64_t fingerprint = 0;  // when the options check values
   Tensor value;
   bool ready = false;
 };
@@ -96,7 +97,7 @@ struct OpRecord {
   std::vector<int> saves;       // per saved tensor: the argument it aliases, or -1 for the output
   std::vector<Tensor> pending;  // saved during the op, resolved into `saves` when it ends
   std::vector<Tensor> args;
-  double output_checksum = 0;  // debug mode
+  uint64_t output_fingerprint = 0;  // debug mode
 };
 
 struct Frame {
@@ -110,6 +111,7 @@ struct Frame {
   int current_op = -1;                  // forward: the op being recorded
   const char* recomputing_op = nullptr;  // recompute: the op running now
 
+  bool checks_values() const { return options.debug || (options.determinism_check && options.check_values); }
   Tensor take(size_t index);
   void recompute();
   void fill(size_t& next, const Tensor& t);
@@ -134,7 +136,7 @@ struct Recorder final : autograd::OpObserver {
   void after(const char*, const Tensor& output) override {
     OpRecord& r = frame.ops[static_cast<size_t>(frame.current_op)];
     frame.current_op = -1;
-    if (frame.options.debug) r.output_checksum = checksum(output);
+    if (frame.options.debug) r.output_fingerprint = fingerprint(output);
     if (!r.kept) return;
     for (const Tensor& saved : r.pending) {
       int source = same_view(saved, output) ? -1 : -2;
@@ -182,10 +184,10 @@ struct Replayer final : autograd::OpObserver {
     frame.recomputing_op = nullptr;
     if (!frame.options.debug) return;
     const OpRecord& r = frame.ops[op_index - 1];
-    const double c = checksum(output);
-    if (c != r.output_checksum)
+    const uint64_t f = fingerprint(output);
+    if (f != r.output_fingerprint)
       EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ", op,
-                            " (op ", op_index - 1, ", checksum ", c, " vs ", r.output_checksum, ")");
+                            " (op ", op_index - 1, ", fingerprint ", f, " vs ", r.output_fingerprint, ")");
   }
   Frame& frame;
   size_t& next;
@@ -204,12 +206,18 @@ void Frame::fill(size_t& next, const Tensor& t) {
                             shape_str(t.shape()), " ", t.dtype(), " on ", t.device(), " but the forward saved ",
                             shape_str(e.shape), " ", e.dtype, " on ", e.device);
   }
-  if (options.debug) {
-    const double c = checksum(t);
-    if (c != e.checksum)
+  if (checks_values()) {
+    const uint64_t f = fingerprint(t);
+    if (f != e.fingerprint && options.debug)
       EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
                             recomputing_op ? recomputing_op : e.op.c_str(), " (recomputed tensor ", next,
-                            ", saved by ", e.op, ": checksum ", c, " vs ", e.checksum, ")");
+                            ", saved by ", e.op, ": fingerprint ", f, " vs ", e.fingerprint, ")");
+    if (f != e.fingerprint)
+      EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", next, " (saved by ", e.op, ", ", shape_str(t.shape()),
+                            ") holds other values than the forward saved (fingerprint ", f, " vs ", e.fingerprint,
+                            "): the checkpointed function is not deterministic (a random op without "
+                            "preserve_rng_state? state that changed between forward and backward?). debug = true "
+                            "names the first op whose output differs; check_values = false skips this check");
   }
   e.value = t;
   e.ready = true;
@@ -286,7 +294,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
            e.dtype = t.dtype();
            e.device = t.device();
            e.op = autograd::saving_op_name();
-           if (frame->options.debug) e.checksum = checksum(t);
+           if (frame->checks_values()) e.fingerprint = fingerprint(t);
            if (frame->current_op >= 0 && frame->ops[static_cast<size_t>(frame->current_op)].kept)
              frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
            ++checkpoint_stats().tensors_packed;

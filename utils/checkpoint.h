@@ -13,7 +13,7 @@
 namespace ember::utils {
 
 // The recompute did not reproduce the forward (a different number of saved tensors, a shape,
-// dtype or device that changed, or — in debug mode — different values).
+// dtype or device that changed, or different values).
 class CheckpointError : public Error {
  public:
   using Error::Error;
@@ -27,10 +27,14 @@ CheckpointPolicy save_matmuls();   // keep matmul and conv2d outputs, recompute 
 struct CheckpointOptions {
   // Replay the generators' states in the recompute so Dropout draws the same masks.
   bool preserve_rng_state = true;
-  // Check count, shape, dtype and device of every recomputed tensor against the forward's.
+  // Check count, shape, dtype and device of every recomputed tensor against the forward's, and
+  // with check_values its values too (Note [Checking the recompute] in checkpoint.cpp).
   bool determinism_check = true;
-  // Also compare values: a checksum of every op's output and every saved tensor, taken in the
-  // forward, names the first op whose recomputed output differs.
+  // The value part of the check: a 64-bit fingerprint of every saved tensor, compared exactly.
+  // Costs one extra read of each saved tensor in the forward and in the recompute.
+  bool check_values = true;
+  // Also fingerprint every op's output in the forward, so that a difference names the first op
+  // whose recomputed output differs (implies the value check).
   bool debug = false;
   CheckpointPolicy policy = recompute_all();
 };
