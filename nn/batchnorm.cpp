@@ -8,6 +8,7 @@ namespace ember::nn {
 BatchNorm::BatchNorm(int64_t features, double eps_, double momentum_, bool affine_, bool track)
     : num_features(features), eps(eps_), momentum(momentum_), affine(affine_), track_running_stats(track) {
   EMBER_CHECK(features > 0, "[BatchNorm] num_features must be positive, got ", features);
+  check_batch_norm_options(eps_, momentum_, "BatchNorm");
   if (affine) {
     weight = register_parameter("weight", ones({features}));
     bias = register_parameter("bias", zeros({features}));
@@ -33,12 +34,13 @@ Tensor BatchNorm::forward(const Tensor& x) {
   EMBER_CHECK(x.size(1) == num_features, "[", name(), "] expected input with ", num_features,
               " channels, got shape ", shape_str(x.shape()));
   const bool update = is_training() && track_running_stats && !autograd::is_recomputing();
-  if (update) {
+  Tensor out = batch_norm(x, running_mean, running_var, weight, bias, is_training() || !track_running_stats, momentum,
+                          eps, update);
+  if (update) {  // counted only once the call has succeeded
     NoGradGuard no_grad;
     num_batches_tracked.add_(ones({}, TensorOptions(kInt64).with_device(num_batches_tracked.device())));
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training() || !track_running_stats, momentum, eps,
-                    update);
+  return out;
 }
 
 std::string BatchNorm::extra_repr() const {

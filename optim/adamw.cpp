@@ -9,9 +9,10 @@ namespace ember::optim {
 void AdamWOptions::check(const std::string& optimizer) const {
   EMBER_CHECK(beta1_ >= 0.0 && beta1_ < 1.0 && beta2_ >= 0.0 && beta2_ < 1.0, "[", optimizer, "] invalid betas (",
               beta1_, ", ", beta2_, ") (expected 0 <= beta < 1)");
-  EMBER_CHECK(eps_ >= 0.0, "[", optimizer, "] invalid eps ", eps_, " (expected eps >= 0)");
-  EMBER_CHECK(weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ", weight_decay_,
-              " (expected weight_decay >= 0)");
+  EMBER_CHECK(std::isfinite(eps_) && eps_ >= 0.0, "[", optimizer, "] invalid eps ", eps_,
+              " (expected a finite eps >= 0)");
+  EMBER_CHECK(std::isfinite(weight_decay_) && weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ",
+              weight_decay_, " (expected a finite weight_decay >= 0)");
 }
 
 AdamW::AdamW(const std::vector<AdamWParamGroup>& groups)

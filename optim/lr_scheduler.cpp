@@ -35,7 +35,7 @@ void LRScheduler::apply() {
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
   EMBER_CHECK(step_size >= 1, "[StepLR] step_size must be at least 1, got ", step_size);
-  EMBER_CHECK(gamma >= 0.0, "[StepLR] gamma must be >= 0, got ", gamma);
+  EMBER_CHECK(std::isfinite(gamma) && gamma >= 0.0, "[StepLR] gamma must be finite and >= 0, got ", gamma);
   start();
 }
 
@@ -46,7 +46,8 @@ double StepLR::lr_at(int64_t epoch, double base_lr) const {
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
     : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
   EMBER_CHECK(T_max >= 1, "[CosineAnnealingLR] T_max must be at least 1, got ", T_max);
-  EMBER_CHECK(eta_min >= 0.0, "[CosineAnnealingLR] eta_min must be >= 0, got ", eta_min);
+  EMBER_CHECK(std::isfinite(eta_min) && eta_min >= 0.0, "[CosineAnnealingLR] eta_min must be finite and >= 0, got ",
+              eta_min);
   start();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
 
 #include "core/ops.h"
@@ -81,7 +82,8 @@ void Optimizer::check_group(size_t group) const {
 }
 
 void Optimizer::check_lr(double lr) const {
-  EMBER_CHECK(lr >= 0.0, "[", name_, "] invalid learning rate ", lr, " (expected lr >= 0)");
+  EMBER_CHECK(std::isfinite(lr) && lr >= 0.0, "[", name_, "] invalid learning rate ", lr,
+              " (expected a finite lr >= 0)");
 }
 
 size_t Optimizer::first_index(size_t group) const {

@@ -1,13 +1,17 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "core/ops.h"
 
 namespace ember::optim {
 
 void SGDOptions::check(const std::string& optimizer) const {
-  EMBER_CHECK(momentum_ >= 0.0, "[", optimizer, "] invalid momentum ", momentum_, " (expected momentum >= 0)");
-  EMBER_CHECK(weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ", weight_decay_,
-              " (expected weight_decay >= 0)");
+  EMBER_CHECK(std::isfinite(momentum_) && momentum_ >= 0.0, "[", optimizer, "] invalid momentum ", momentum_,
+              " (expected a finite momentum >= 0)");
+  EMBER_CHECK(std::isfinite(dampening_), "[", optimizer, "] invalid dampening ", dampening_, " (expected a finite value)");
+  EMBER_CHECK(std::isfinite(weight_decay_) && weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ",
+              weight_decay_, " (expected a finite weight_decay >= 0)");
   // Nesterov's look-ahead is defined on an undamped momentum buffer.
   EMBER_CHECK(!nesterov_ || (momentum_ > 0.0 && dampening_ == 0.0), "[", optimizer,
               "] nesterov momentum requires momentum > 0 and dampening == 0 (got momentum ", momentum_,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/recompute.h"
@@ -264,6 +265,21 @@ TEST(Layers, BatchNormErrors) {
   expect_error([&] { bn(zeros({1, 3, 1, 1})); }, "[batch_norm] expected more than 1 value per channel when training");
   nn::BatchNorm1d bn1(3);
   expect_error([&] { bn1(zeros({2, 3, 4, 5})); }, "[BatchNorm1d] expected 2-D or 3-D input, got shape [2, 3, 4, 5]");
+  // A call that fails leaves the statistics alone: nothing was normalised, nothing is counted.
+  EXPECT_EQ(bn.num_batches_tracked.item(), 0.0);
+  EXPECT_EQ(bn1.num_batches_tracked.item(), 0.0);
+
+  const double inf = std::numeric_limits<double>::infinity();
+  expect_error([] { nn::BatchNorm1d(3, -1e-5); }, "[BatchNorm] eps must be finite and > 0, got -1e-05");
+  expect_error([] { nn::BatchNorm2d(3, 0.0); }, "[BatchNorm] eps must be finite and > 0, got 0");
+  expect_error([&] { nn::BatchNorm2d(3, inf); }, "[BatchNorm] eps must be finite and > 0, got inf");
+  expect_error([] { nn::BatchNorm1d(3, 1e-5, 1.5); }, "[BatchNorm] momentum must be in [0, 1], got 1.5");
+  expect_error([] { nn::BatchNorm1d(3, 1e-5, std::nan("")); }, "[BatchNorm] momentum must be in [0, 1], got nan");
+  Tensor x = randn({4, 3});
+  expect_error([&] { batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, -1.0); },
+               "[batch_norm] eps must be finite and > 0, got -1");
+  expect_error([&] { batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, -0.1); },
+               "[batch_norm] momentum must be in [0, 1], got -0.1");
 }
 
 TEST(Layers, LossModules) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "core/allocator.h"
@@ -418,7 +419,16 @@ TEST(OptimErrors, Construction) {
 TEST(OptimErrors, HyperParameters) {
   auto sgd = [](optim::SGDOptions o) { optim::SGD({param({2})}, o); };
   auto adamw = [](optim::AdamWOptions o) { optim::AdamW({param({2})}, o); };
-  expect_error([&] { sgd(optim::SGDOptions(-0.1)); }, "[SGD] invalid learning rate -0.1 (expected lr >= 0)");
+  expect_error([&] { sgd(optim::SGDOptions(-0.1)); }, "[SGD] invalid learning rate -0.1 (expected a finite lr >= 0)");
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  expect_error([&] { sgd(optim::SGDOptions(inf)); }, "[SGD] invalid learning rate inf");
+  expect_error([&] { sgd(optim::SGDOptions(nan)); }, "[SGD] invalid learning rate nan");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).momentum(inf)); }, "[SGD] invalid momentum inf");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).dampening(nan)); }, "[SGD] invalid dampening nan");
+  expect_error([&] { sgd(optim::SGDOptions(0.1).weight_decay(inf)); }, "[SGD] invalid weight_decay inf");
+  expect_error([&] { adamw(optim::AdamWOptions().eps(inf)); }, "[AdamW] invalid eps inf");
+  expect_error([&] { adamw(optim::AdamWOptions().betas({nan, 0.9})); }, "[AdamW] invalid betas (nan, 0.9)");
+  expect_error([&] { adamw(optim::AdamWOptions().weight_decay(nan)); }, "[AdamW] invalid weight_decay nan");
   expect_error([&] { adamw(optim::AdamWOptions(-1.0)); }, "[AdamW] invalid learning rate -1");
   expect_error([&] { sgd(optim::SGDOptions(0.1).momentum(-0.5)); }, "[SGD] invalid momentum -0.5");
   expect_error([&] { sgd(optim::SGDOptions(0.1).weight_decay(-1)); }, "[SGD] invalid weight_decay -1");
@@ -443,7 +453,11 @@ TEST(OptimErrors, SchedulersAndClipping) {
   optim::SGD other({param({2})}, optim::SGDOptions(0.1));
   expect_error([&] { optim::StepLR(opt, 0); }, "[StepLR] step_size must be at least 1, got 0");
   expect_error([&] { optim::CosineAnnealingLR(opt, 0); }, "[CosineAnnealingLR] T_max must be at least 1, got 0");
-  expect_error([&] { optim::CosineAnnealingLR(opt, 10, -1.0); }, "[CosineAnnealingLR] eta_min must be >= 0, got -1");
+  expect_error([&] { optim::CosineAnnealingLR(opt, 10, -1.0); }, "[CosineAnnealingLR] eta_min must be finite and >= 0, got -1");
+  expect_error([&] { optim::CosineAnnealingLR(opt, 10, std::numeric_limits<double>::infinity()); },
+               "[CosineAnnealingLR] eta_min must be finite and >= 0, got inf");
+  expect_error([&] { optim::StepLR(opt, 2, std::numeric_limits<double>::infinity()); },
+               "[StepLR] gamma must be finite and >= 0, got inf");
   expect_error([&] { optim::LinearWarmup(opt, 0); }, "[LinearWarmup] warmup_steps must be at least 1, got 0");
   expect_error([&] { optim::LinearWarmup(opt, 5, 0.0); }, "[LinearWarmup] start_factor must be in (0, 1], got 0");
   expect_error([&] { optim::LinearWarmup(opt, 5, 1.5); }, "[LinearWarmup] start_factor must be in (0, 1], got 1.5");

@@ -1,5 +1,7 @@
 // Batch normalisation: the training-mode op has a fused backward kernel (Note [Batch-norm
 // backward]); evaluation mode is an affine map per channel, left to ordinary ops.
+#include <cmath>
+
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/ops.h"
@@ -63,11 +65,18 @@ void check_channel_vector(const Tensor& v, int64_t channels, const Tensor& x, co
 
 }  // namespace
 
+void check_batch_norm_options(double eps, double momentum, const char* op) {
+  EMBER_CHECK(std::isfinite(eps) && eps > 0.0, "[", op, "] eps must be finite and > 0, got ", eps);
+  EMBER_CHECK(std::isfinite(momentum) && momentum >= 0.0 && momentum <= 1.0, "[", op,
+              "] momentum must be in [0, 1], got ", momentum);
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps, bool update_running_stats) {
   ops::check_defined(x, "batch_norm");
   EMBER_CHECK(x.dim() >= 2, "[batch_norm] expects input of shape [N, C, ...], got ", shape_str(x.shape()));
   ops::check_floating(x, "batch_norm");
+  check_batch_norm_options(eps, momentum, "batch_norm");
   const int64_t channels = x.size(1);
   check_channel_vector(running_mean, channels, x, "running_mean");
   check_channel_vector(running_var, channels, x, "running_var");
