@@ -1,11 +1,12 @@
 // The autograd engine: gradient flow and accumulation, retain_graph, autograd::grad, grad mode,
-// saved-tensor hooks, the version-counter check, and the errors of misuse.
+// saved-tensor hooks, the version-counter check, op state, and the errors of misuse.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <thread>
 
 #include "core/autograd/engine.h"
+#include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/autograd/saved_tensor.h"
@@ -205,6 +206,47 @@ TEST(Autograd, GradRunsOnlyWhatLeadsToTheInputs) {
   EXPECT_EQ(values(g[0]), values(h));
   EXPECT_EQ(exp_unpacks, 0);  // exp's backward never ran
   EXPECT_FALSE(w.grad().defined());
+}
+
+namespace {
+
+// y = factor * x, with the factor kept in the op's State (Note [Op state]).
+struct ScaleBy : autograd::Function<ScaleBy> {
+  static constexpr const char* name = "scale_by";
+  struct State {
+    double factor = 0;
+  };
+  static Tensor forward(autograd::Ctx&, State& s, const Tensor& x, double factor) {
+    s.factor = factor;
+    return x * factor;
+  }
+  static autograd::Grads backward(autograd::Ctx&, const State& s, const Tensor& g) { return {g * s.factor}; }
+};
+
+// y = x + x, with nothing to keep: the short signatures.
+struct Twice : autograd::Function<Twice> {
+  static constexpr const char* name = "twice";
+  static Tensor forward(autograd::Ctx&, const Tensor& x) { return x + x; }
+  static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {g + g}; }
+};
+
+static_assert(autograd::HasState<ScaleBy>);
+static_assert(!autograd::HasState<Twice>);
+
+}  // namespace
+
+TEST(Autograd, EachNodeHoldsTheStateItsForwardFilled) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  Tensor by_two = ScaleBy::apply(x, 2.0), by_three = ScaleBy::apply(x, 3.0);
+  auto* node = dynamic_cast<autograd::FunctionNode<ScaleBy>*>(by_two.grad_fn().get());
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->state.factor, 2.0);
+  sum(by_two + by_three + Twice::apply(x)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{7, 7}));  // 2 + 3 + 2: one State per node
+  {
+    NoGradGuard no_grad;  // not recording: forward fills a State of its own
+    EXPECT_EQ(values(ScaleBy::apply(x, 4.0)), (std::vector<double>{4, 8}));
+  }
 }
 
 TEST(Autograd, ScalarsFollowPythonNumberRules) {

@@ -14,6 +14,23 @@
 // gradient per tensor argument, in argument order (std::vector<Tensor> arguments count element
 // by element); an undefined Tensor means "no gradient". Gradients may be returned in a
 // broadcast shape: the op reduces them with sum_to before returning.
+//
+// Note [Op state]
+// Tensors a backward needs go through Ctx::save. Everything else it needs (a dim, a dtype, the
+// input's shape, a convolution's window) the op declares as a nested struct State with named
+// members; forward fills it and backward reads it:
+//
+//   struct Cast : Function<Cast> {
+//     static constexpr const char* name = "to_dtype";
+//     struct State { DType input_dtype; };
+//     static Tensor forward(Ctx& c, State& s, const Tensor& x, DType dtype) { s.input_dtype = x.dtype(); ... }
+//     static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g.to(s.input_dtype)}; }
+//   };
+//
+// The FunctionNode holds the State next to its Ctx, so a backward reads the same object its
+// forward wrote, and the State's type says what the backward depends on. When nothing records,
+// forward fills a local State that is then dropped. An op without a State keeps the two-argument
+// signatures above: HasState tells the two kinds apart at compile time.
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -44,11 +61,6 @@ class Ctx {
     for (auto& s : saved_) s.release();
   }
 
-  // Non-tensor state an op keeps for its backward.
-  std::vector<int64_t> ints;
-  std::vector<double> scalars;
-  std::vector<Shape> shapes;
-
  private:
   template <class Op>
   friend struct Function;
@@ -58,15 +70,58 @@ class Ctx {
   std::vector<bool> needs_grad_;
 };
 
+// See Note [Op state].
+template <class Op>
+concept HasState = requires { typename Op::State; };
+
+// StateOf<Op> is what a FunctionNode holds for Op: its State, or nothing (NoState).
+struct NoState {};
+
+template <class Op>
+struct StateOfImpl {
+  using type = NoState;
+};
+template <HasState Op>
+struct StateOfImpl<Op> {
+  using type = typename Op::State;
+};
+template <class Op>
+using StateOf = typename StateOfImpl<Op>::type;
+
+namespace detail {
+
+template <class Op, class... Args>
+Tensor call_forward(Ctx& c, StateOf<Op>& state, const Args&... args) {
+  if constexpr (HasState<Op>) {
+    return Op::forward(c, state, args...);
+  } else {
+    return Op::forward(c, args...);
+  }
+}
+
+template <class Op>
+Grads call_backward(Ctx& c, const StateOf<Op>& state, const Tensor& grad) {
+  if constexpr (HasState<Op>) {
+    return Op::backward(c, state, grad);
+  } else {
+    return Op::backward(c, grad);
+  }
+}
+
+}  // namespace detail
+
 template <class Op>
 struct FunctionNode final : Node {
   FunctionNode() : ctx(true, Op::name) {}
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override { return Op::backward(ctx, grads[0]); }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return detail::call_backward<Op>(ctx, state, grads[0]);
+  }
   const char* name() const override { return Op::name; }
   void release_saved() override { ctx.release(); }
-  const std::vector<Shape>* input_shapes() const override { return &shapes; }
+  const std::vector<Shape>* input_shapes() const override { return &shapes_of_inputs; }
   Ctx ctx;
-  std::vector<Shape> shapes;
+  StateOf<Op> state{};
+  std::vector<Shape> shapes_of_inputs;  // for the engine's gradient shape check
 };
 
 // Note [Op observers]
@@ -130,7 +185,7 @@ template <class Op, class A, class... Rest>
 void connect(FunctionNode<Op>& node, std::vector<bool>& needs, const A& a, const Rest&... rest) {
   auto add = [&](const Tensor& t) {
     node.next.push_back(t.defined() ? gradient_edge(t) : Edge{});
-    node.shapes.push_back(t.defined() ? t.shape() : Shape{});
+    node.shapes_of_inputs.push_back(t.defined() ? t.shape() : Shape{});
     needs.push_back(node.next.back().valid());
   };
   if constexpr (std::is_same_v<A, Tensor>) {
@@ -170,15 +225,16 @@ struct Function {
     OpLabelGuard label(Op::name, current_op_label().backward);  // ops run by a backward are backward
     if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
       Ctx ctx(false, Op::name);
+      StateOf<Op> state{};
       NoGradGuard no_grad;
-      return Op::forward(ctx, args...);
+      return detail::call_forward<Op>(ctx, state, args...);
     }
     auto node = std::make_shared<FunctionNode<Op>>();
     detail::connect(*node, node->ctx.needs_grad_, args...);
     Tensor out;
     {
       NoGradGuard no_grad;
-      out = Op::forward(node->ctx, args...);
+      out = detail::call_forward<Op>(node->ctx, node->state, args...);
     }
     detail::set_history(out, node);
     return out;

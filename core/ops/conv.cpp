@@ -28,18 +28,22 @@ namespace {
 
 struct Conv2d : Function<Conv2d> {
   static constexpr const char* name = "conv2d";
-  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& weight, const Tensor& bias, const Window2d& g) {
+  struct State {
+    Window2d window;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const Window2d& g) {
     c.save(x);
     c.save(weight);
-    c.ints = ops::pack_window(g);
+    s.window = g;
     const int64_t oc = weight.size(0);
     Tensor out = ops::empty_on({g.n, oc, g.oh * g.ow}, x.dtype(), x.device());
     if (out.numel() > 0) kernels::conv2d_forward[x.device()](x.contiguous(), flat_weight(weight, g), g, out);
     if (bias.defined()) out.add_(bias.view({1, oc, 1}));
     return out.view({g.n, oc, g.oh, g.ow});
   }
-  static Grads backward(Ctx& c, const Tensor& grad) {
-    const Window2d g = ops::unpack_window(c.ints);
+  static Grads backward(Ctx& c, const State& s, const Tensor& grad) {
+    const Window2d& g = s.window;
     const Tensor x = c.saved(0), weight = c.saved(1);
     const Tensor g3 = grad.contiguous().view({g.n, weight.size(0), g.oh * g.ow});
     Tensor gx, gw, gb;

@@ -24,28 +24,32 @@ struct Clone : Function<Clone> {
 
 struct Cast : Function<Cast> {
   static constexpr const char* name = "to_dtype";
-  static Tensor forward(Ctx& c, const Tensor& x, DType dtype) {
-    c.ints = {static_cast<int64_t>(x.dtype())};
+  struct State {
+    DType input_dtype;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, DType dtype) {
+    s.input_dtype = x.dtype();
     Tensor out = ops::empty_on(x.shape(), dtype, x.device());
     if (out.numel() > 0) kernels::copy[x.device()](x, out);
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g.to(static_cast<DType>(c.ints[0]))}; }
+  static Grads backward(Ctx&, const State& s, const Tensor& g) { return {g.to(s.input_dtype)}; }
 };
 
 struct ToDevice : Function<ToDevice> {
   static constexpr const char* name = "to_device";
-  static Tensor forward(Ctx& c, const Tensor& x, Device device) {
-    c.ints = {static_cast<int64_t>(x.device().type), x.device().index};
+  struct State {
+    Device input_device;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, Device device) {
+    s.input_device = x.device();
     Tensor src = x.contiguous();
     Tensor out = ops::empty_on(x.shape(), x.dtype(), device);
     // The backend that is not the CPU owns the transfer kernel.
     if (out.numel() > 0) kernels::transfer[device.is_cpu() ? x.device() : device](src, out);
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    return {g.to(Device(static_cast<DeviceType>(c.ints[0]), static_cast<int>(c.ints[1])))};
-  }
+  static Grads backward(Ctx&, const State& s, const Tensor& g) { return {g.to(s.input_device)}; }
 };
 
 // Note [In-place ops and autograd]

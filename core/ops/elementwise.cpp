@@ -30,83 +30,95 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 
 namespace {
 
-// The gradient for an input of a broadcasting op: summed back to the input's shape and dtype.
-Tensor reduce_grad(const Tensor& g, const Ctx& c, size_t input) {
-  return sum_to(g, c.shapes[input]).to(static_cast<DType>(c.ints[input]));
-}
+// What the backward of a broadcasting op needs to know about one input: the broadcast gradient
+// is summed back to its shape and cast back to its dtype (the op computed in the promoted one).
+struct Operand {
+  Shape shape;
+  DType dtype;
+};
 
-void remember_inputs(Ctx& c, const Tensor& a, const Tensor& b) {
-  c.shapes = {a.shape(), b.shape()};
-  c.ints = {static_cast<int64_t>(a.dtype()), static_cast<int64_t>(b.dtype())};
-}
+// The State of every binary broadcasting op: its two operands.
+struct Operands {
+  Operand a, b;
+};
+
+Operands operands_of(const Tensor& a, const Tensor& b) { return {{a.shape(), a.dtype()}, {b.shape(), b.dtype()}}; }
+
+// The gradient for an input of a broadcasting op: summed back to the input's shape and dtype.
+Tensor reduce_grad(const Tensor& g, const Operand& input) { return sum_to(g, input.shape).to(input.dtype); }
 
 struct Add : Function<Add> {
   static constexpr const char* name = "add";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx&, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     return ops::binary_kernel(BinaryOp::Add, a, b, name);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    return {c.needs_input_grad(0) ? reduce_grad(g, c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g, c, 1) : Tensor()};
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g, s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g, s.b) : Tensor()};
   }
 };
 
 struct Sub : Function<Sub> {
   static constexpr const char* name = "sub";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx&, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     return ops::binary_kernel(BinaryOp::Sub, a, b, name);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    return {c.needs_input_grad(0) ? reduce_grad(g, c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(-g, c, 1) : Tensor()};
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g, s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(-g, s.b) : Tensor()};
   }
 };
 
 struct Mul : Function<Mul> {
   static constexpr const char* name = "mul";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     c.save(a);
     c.save(b);
     return ops::binary_kernel(BinaryOp::Mul, a, b, name);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    return {c.needs_input_grad(0) ? reduce_grad(g * c.saved(1), c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * c.saved(0), c, 1) : Tensor()};
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    return {c.needs_input_grad(0) ? reduce_grad(g * c.saved(1), s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * c.saved(0), s.b) : Tensor()};
   }
 };
 
 struct Div : Function<Div> {
   static constexpr const char* name = "div";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     c.save(a);
     c.save(b);
     return ops::binary_kernel(BinaryOp::Div, a, b, name);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor b = c.saved(1);
-    return {c.needs_input_grad(0) ? reduce_grad(g / b, c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(-g * c.saved(0) / (b * b), c, 1) : Tensor()};
+    return {c.needs_input_grad(0) ? reduce_grad(g / b, s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(-g * c.saved(0) / (b * b), s.b) : Tensor()};
   }
 };
 
 struct Pow : Function<Pow> {
   static constexpr const char* name = "pow";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     Tensor y = ops::binary_kernel(BinaryOp::Pow, a, b, name);
     c.save(a);
     c.save(b);
     c.save(y);
     return y;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor a = c.saved(0), b = c.saved(1);
-    return {c.needs_input_grad(0) ? reduce_grad(g * b * pow(a, b - 1.0), c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * c.saved(2) * log(a), c, 1) : Tensor()};
+    return {c.needs_input_grad(0) ? reduce_grad(g * b * pow(a, b - 1.0), s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * c.saved(2) * log(a), s.b) : Tensor()};
   }
 };
 
@@ -114,120 +126,154 @@ struct Pow : Function<Pow> {
 template <BinaryOp Op>
 struct Extremum : Function<Extremum<Op>> {
   static constexpr const char* name = Op == BinaryOp::Maximum ? "maximum" : "minimum";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
-    remember_inputs(c, a, b);
+  using State = Operands;
+  static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
+    s = operands_of(a, b);
     c.save(a);
     c.save(b);
     return ops::binary_kernel(Op, a, b, name);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor a = c.saved(0), b = c.saved(1);
     Tensor wins_a = (Op == BinaryOp::Maximum ? gt(a, b) : lt(a, b)).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
-    return {c.needs_input_grad(0) ? reduce_grad(g * wins_a, c, 0) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * (1.0 - wins_a), c, 1) : Tensor()};
+    return {c.needs_input_grad(0) ? reduce_grad(g * wins_a, s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * (1.0 - wins_a), s.b) : Tensor()};
   }
 };
 
 // y = a * x + b for scalars a, b: scalar add/sub/mul/div without a broadcast 0-d tensor.
 struct Affine : Function<Affine> {
   static constexpr const char* name = "affine";
-  static Tensor forward(Ctx& c, const Tensor& x, double a, double b) {
-    c.scalars = {a};
+  struct State {
+    double scale;  // a: the gradient is g * a
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, double a, double b) {
+    s.scale = a;
     return ops::unary_kernel(UnaryOp::AffineScalar, x, a, b);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    return {c.scalars[0] == 1.0 ? g : ops::unary_kernel(UnaryOp::AffineScalar, g, c.scalars[0], 0.0)};
+  static Grads backward(Ctx&, const State& s, const Tensor& g) {
+    return {s.scale == 1.0 ? g : ops::unary_kernel(UnaryOp::AffineScalar, g, s.scale, 0.0)};
   }
 };
 
-// Unary ops whose gradient is g * f'(saved), with f' computed by `derivative` from the input
-// (SaveOutput = false) or from the output (SaveOutput = true).
+// The forward of a unary op whose gradient is g * f'(saved): runs the kernel (a and b are its
+// scalar parameters, see kernels::UnaryOp) and saves what f' is computed from, the input
+// (SaveOutput = false) or the output (SaveOutput = true).
+template <UnaryOp Op, bool SaveOutput>
+Tensor unary_forward(Ctx& c, const Tensor& x, const char* name, double a = 0, double b = 0) {
+  ops::check_floating(x, name);
+  Tensor y = ops::unary_kernel(Op, x, a, b);
+  c.save(SaveOutput ? y : x);
+  return y;
+}
+
+// The unary ops without parameters: each gives only f' as `derivative`.
 template <class Derived, UnaryOp Op, bool SaveOutput>
 struct UnaryFunction : Function<Derived> {
-  static Tensor forward(Ctx& c, const Tensor& x, double a = 0, double b = 0) {
-    ops::check_floating(x, Derived::name);
-    c.scalars = {a, b};
-    Tensor y = ops::unary_kernel(Op, x, a, b);
-    c.save(SaveOutput ? y : x);
-    return y;
-  }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g * Derived::derivative(c.saved(0), c.scalars)}; }
+  static Tensor forward(Ctx& c, const Tensor& x) { return unary_forward<Op, SaveOutput>(c, x, Derived::name); }
+  static Grads backward(Ctx& c, const Tensor& g) { return {g * Derived::derivative(c.saved(0))}; }
 };
 
 struct Exp : UnaryFunction<Exp, UnaryOp::Exp, true> {
   static constexpr const char* name = "exp";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y; }
+  static Tensor derivative(const Tensor& y) { return y; }
 };
 struct Log : UnaryFunction<Log, UnaryOp::Log, false> {
   static constexpr const char* name = "log";
-  static Tensor derivative(const Tensor& x, const std::vector<double>&) { return 1.0 / x; }
+  static Tensor derivative(const Tensor& x) { return 1.0 / x; }
 };
 struct Sqrt : UnaryFunction<Sqrt, UnaryOp::Sqrt, true> {
   static constexpr const char* name = "sqrt";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return 0.5 / y; }
+  static Tensor derivative(const Tensor& y) { return 0.5 / y; }
 };
 struct Rsqrt : UnaryFunction<Rsqrt, UnaryOp::Rsqrt, true> {
   static constexpr const char* name = "rsqrt";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return -0.5 * y * y * y; }
+  static Tensor derivative(const Tensor& y) { return -0.5 * y * y * y; }
 };
 struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
   static constexpr const char* name = "abs";
-  static Tensor derivative(const Tensor& x, const std::vector<double>&) { return sign(x); }
+  static Tensor derivative(const Tensor& x) { return sign(x); }
 };
 struct Relu : UnaryFunction<Relu, UnaryOp::Relu, true> {
   static constexpr const char* name = "relu";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y > 0.0; }
-};
-struct LeakyRelu : UnaryFunction<LeakyRelu, UnaryOp::LeakyRelu, false> {
-  static constexpr const char* name = "leaky_relu";
-  static Tensor derivative(const Tensor& x, const std::vector<double>& s) {
-    return where(x > 0.0, ones_like(x), full(x.shape(), s[0], TensorOptions(x.dtype()).with_device(x.device())));
-  }
+  static Tensor derivative(const Tensor& y) { return y > 0.0; }
 };
 struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, true> {
   static constexpr const char* name = "sigmoid";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return y * (1.0 - y); }
+  static Tensor derivative(const Tensor& y) { return y * (1.0 - y); }
 };
 struct Tanh : UnaryFunction<Tanh, UnaryOp::Tanh, true> {
   static constexpr const char* name = "tanh";
-  static Tensor derivative(const Tensor& y, const std::vector<double>&) { return 1.0 - y * y; }
+  static Tensor derivative(const Tensor& y) { return 1.0 - y * y; }
 };
 struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, false> {
   static constexpr const char* name = "gelu";
-  static Tensor derivative(const Tensor& x, const std::vector<double>&) {
-    return ops::unary_kernel(UnaryOp::GeluDerivative, x);
+  static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::GeluDerivative, x); }
+};
+
+// The unary ops with scalar parameters (leaky_relu's slope, pow's exponent, clamp's bounds):
+// each declares them by name as its State, in the order of the kernel's (a, b), and gives f' as
+// `derivative`, which reads them from the State. All three compute f' from the input.
+template <class Derived, UnaryOp Op>
+struct UnaryFunctionWithParams : Function<Derived> {
+  template <class State, class... Params>
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, Params... params) {
+    s = State{params...};
+    return unary_forward<Op, false>(c, x, Derived::name, params...);
+  }
+  template <class State>
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    return {g * Derived::derivative(c.saved(0), s)};
   }
 };
-struct PowScalar : UnaryFunction<PowScalar, UnaryOp::PowScalar, false> {
-  static constexpr const char* name = "pow";
-  static Tensor derivative(const Tensor& x, const std::vector<double>& s) { return s[0] * pow(x, s[0] - 1.0); }
+
+struct LeakyRelu : UnaryFunctionWithParams<LeakyRelu, UnaryOp::LeakyRelu> {
+  static constexpr const char* name = "leaky_relu";
+  struct State {
+    double negative_slope;
+  };
+  static Tensor derivative(const Tensor& x, const State& s) {
+    return where(x > 0.0, ones_like(x),
+                 full(x.shape(), s.negative_slope, TensorOptions(x.dtype()).with_device(x.device())));
+  }
 };
-struct Clamp : UnaryFunction<Clamp, UnaryOp::Clamp, false> {
+struct PowScalar : UnaryFunctionWithParams<PowScalar, UnaryOp::PowScalar> {
+  static constexpr const char* name = "pow";
+  struct State {
+    double exponent;
+  };
+  static Tensor derivative(const Tensor& x, const State& s) { return s.exponent * pow(x, s.exponent - 1.0); }
+};
+struct Clamp : UnaryFunctionWithParams<Clamp, UnaryOp::Clamp> {
   static constexpr const char* name = "clamp";
-  static Tensor derivative(const Tensor& x, const std::vector<double>& s) {
-    return ops::unary_kernel(UnaryOp::InRange, x, s[0], s[1]);
+  struct State {
+    double min, max;
+  };
+  static Tensor derivative(const Tensor& x, const State& s) {
+    return ops::unary_kernel(UnaryOp::InRange, x, s.min, s.max);
   }
 };
 
 struct Where : Function<Where> {
   static constexpr const char* name = "where";
-  static Tensor forward(Ctx& c, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  using State = Operands;
+  static Tensor forward(Ctx& c, State& s, const Tensor& cond, const Tensor& a, const Tensor& b) {
     EMBER_CHECK(cond.dtype() == kUInt8, "[where] condition must be a uint8 mask, got ", cond.dtype());
     ops::check_same_device(cond, a, name);
     ops::check_same_device(a, b, name);
     Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
     DType dtype = promote(a.dtype(), b.dtype());
-    remember_inputs(c, a, b);
+    s = operands_of(a, b);
     c.save(cond);
     Tensor out = ops::empty_on(shape, dtype, a.device());
     if (out.numel() > 0)
       kernels::where[a.device()](cond.expand(shape), a.to(dtype).expand(shape), b.to(dtype).expand(shape), out);
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor mask = c.saved(0).to(g.dtype());
-    return {Tensor(), c.needs_input_grad(1) ? reduce_grad(g * mask, c, 0) : Tensor(),
-            c.needs_input_grad(2) ? reduce_grad(g * (1.0 - mask), c, 1) : Tensor()};
+    return {Tensor(), c.needs_input_grad(1) ? reduce_grad(g * mask, s.a) : Tensor(),
+            c.needs_input_grad(2) ? reduce_grad(g * (1.0 - mask), s.b) : Tensor()};
   }
 };
 
@@ -254,7 +300,7 @@ Tensor sub(const Tensor& a, const Tensor& b) { return Sub::apply(a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return Mul::apply(a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return Pow::apply(a, b); }
-Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent, 0.0); }
+Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Maximum>::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Minimum>::apply(a, b); }
 Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(as_floating(x), 1.0, value); }
@@ -271,7 +317,7 @@ Tensor clamp(const Tensor& x, double min, double max) {
   return Clamp::apply(x, min, max);
 }
 Tensor relu(const Tensor& x) { return Relu::apply(x); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope, 0.0); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope); }
 Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
 Tensor gelu(const Tensor& x) { return Gelu::apply(x); }

@@ -25,6 +25,12 @@ Split3 split_at(const Shape& shape, int64_t d) {
   return s;
 }
 
+// The State of index_select and gather: backward scatters into zeros of the input's shape along dim.
+struct IndexedInput {
+  Shape input_shape;
+  int64_t dim;
+};
+
 void check_indices(const Tensor& index, int64_t size, const char* op, const Shape& x_shape, int64_t dim) {
   EMBER_CHECK(index.dtype() == kInt64, "[", op, "] index must be int64, got ", index.dtype());
   for (int64_t i : index.to_vector<int64_t>())
@@ -34,54 +40,60 @@ void check_indices(const Tensor& index, int64_t size, const char* op, const Shap
 
 struct IndexSelect : Function<IndexSelect> {
   static constexpr const char* name = "index_select";
-  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim, const Tensor& index) {
+  using State = IndexedInput;
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, int64_t dim, const Tensor& index) {
     Shape out_shape = x.shape();
     out_shape[static_cast<size_t>(dim)] = index.numel();
-    Split3 s = split_at(x.shape(), dim);
+    Split3 split = split_at(x.shape(), dim);
     Tensor out = ops::empty_on(out_shape, x.dtype(), x.device()), idx = index.contiguous();
-    if (out.numel() > 0) kernels::index_select[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
-    c.shapes = {x.shape()};
-    c.ints = {dim};
+    if (out.numel() > 0) kernels::index_select[x.device()](x.contiguous(), idx, split.outer, split.k, split.inner, out);
+    s = {x.shape(), dim};
     c.save(idx);
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
-    Split3 s = split_at(c.shapes[0], c.ints[0]);
-    if (g.numel() > 0) kernels::index_add[g.device()](g.contiguous(), c.saved(0), s.outer, s.k, s.inner, gx);
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    Tensor gx = zeros(s.input_shape, TensorOptions(g.dtype()).with_device(g.device()));
+    Split3 split = split_at(s.input_shape, s.dim);
+    if (g.numel() > 0)
+      kernels::index_add[g.device()](g.contiguous(), c.saved(0), split.outer, split.k, split.inner, gx);
     return {gx, Tensor()};
   }
 };
 
 struct Gather : Function<Gather> {
   static constexpr const char* name = "gather";
-  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim, const Tensor& index) {
-    Split3 s = split_at(x.shape(), dim);
+  using State = IndexedInput;
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, int64_t dim, const Tensor& index) {
+    Split3 split = split_at(x.shape(), dim);
     Tensor out = ops::empty_on(index.shape(), x.dtype(), x.device()), idx = index.contiguous();
-    if (out.numel() > 0) kernels::gather[x.device()](x.contiguous(), idx, s.outer, s.k, s.inner, out);
-    c.shapes = {x.shape()};
-    c.ints = {dim};
+    if (out.numel() > 0) kernels::gather[x.device()](x.contiguous(), idx, split.outer, split.k, split.inner, out);
+    s = {x.shape(), dim};
     c.save(idx);
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
-    Split3 s = split_at(c.shapes[0], c.ints[0]);
-    if (g.numel() > 0) kernels::scatter_add[g.device()](g.contiguous(), c.saved(0), s.outer, s.k, s.inner, gx);
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    Tensor gx = zeros(s.input_shape, TensorOptions(g.dtype()).with_device(g.device()));
+    Split3 split = split_at(s.input_shape, s.dim);
+    if (g.numel() > 0)
+      kernels::scatter_add[g.device()](g.contiguous(), c.saved(0), split.outer, split.k, split.inner, gx);
     return {gx, Tensor()};
   }
 };
 
 struct Cat : Function<Cat> {
   static constexpr const char* name = "cat";
-  static Tensor forward(Ctx& c, const std::vector<Tensor>& tensors, int64_t dim) {
+  struct State {
+    Shape input_sizes;  // each input's size along dim: where its gradient starts and ends
+    int64_t dim;
+  };
+  static Tensor forward(Ctx&, State& s, const std::vector<Tensor>& tensors, int64_t dim) {
     Shape out_shape = tensors[0].shape();
     out_shape[static_cast<size_t>(dim)] = 0;
+    s.dim = dim;
     for (const Tensor& t : tensors) {
       out_shape[static_cast<size_t>(dim)] += t.size(dim);
-      c.ints.push_back(t.size(dim));
+      s.input_sizes.push_back(t.size(dim));
     }
-    c.ints.push_back(dim);
     Tensor out = ops::empty_on(out_shape, tensors[0].dtype(), tensors[0].device());
     int64_t offset = 0;
     for (const Tensor& t : tensors) {
@@ -90,13 +102,12 @@ struct Cat : Function<Cat> {
     }
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    const int64_t dim = c.ints.back();
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Grads grads;
     int64_t offset = 0;
-    for (size_t i = 0; i + 1 < c.ints.size(); ++i) {
-      grads.push_back(c.needs_input_grad(i) ? g.narrow(dim, offset, c.ints[i]) : Tensor());
-      offset += c.ints[i];
+    for (size_t i = 0; i < s.input_sizes.size(); ++i) {
+      grads.push_back(c.needs_input_grad(i) ? g.narrow(s.dim, offset, s.input_sizes[i]) : Tensor());
+      offset += s.input_sizes[i];
     }
     return grads;
   }

@@ -20,7 +20,12 @@ namespace {
 // recomputed instead of keeping an [N, C] probability tensor alive until backward.
 struct CrossEntropy : Function<CrossEntropy> {
   static constexpr const char* name = "cross_entropy";
-  static Tensor forward(Ctx& c, const Tensor& logits, const Tensor& target, int64_t ignore_index, double smoothing) {
+  struct State {
+    int64_t ignore_index;
+    double label_smoothing;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                        double smoothing) {
     Tensor x = logits.contiguous(), t = target.contiguous();
     const int64_t n = x.size(0);
     Tensor loss = ops::empty_on({n}, x.dtype(), x.device()), lse = ops::empty_on({n}, x.dtype(), x.device());
@@ -28,16 +33,15 @@ struct CrossEntropy : Function<CrossEntropy> {
     c.save(x);
     c.save(t);
     c.save(lse);
-    c.ints = {ignore_index};
-    c.scalars = {smoothing};
+    s = {ignore_index, smoothing};
     return loss;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor x = c.saved(0);
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     if (gx.numel() > 0)
-      kernels::cross_entropy_backward[x.device()](x, c.saved(1), c.saved(2), g.contiguous(), c.ints[0],
-                                                  c.scalars[0], gx);
+      kernels::cross_entropy_backward[x.device()](x, c.saved(1), c.saved(2), g.contiguous(), s.ignore_index,
+                                                  s.label_smoothing, gx);
     return {gx, Tensor()};
   }
 };

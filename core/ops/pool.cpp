@@ -30,15 +30,18 @@ Tensor empty_input(const Tensor& grad, const Window2d& g) {
 
 struct MaxPool2d : Function<MaxPool2d> {
   static constexpr const char* name = "max_pool2d";
-  static Tensor forward(Ctx& c, const Tensor& x, const Window2d& g) {
+  struct State {
+    Window2d window;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Window2d& g) {
     Tensor out = empty_output(x, g), indices = ops::empty_on(out.shape(), kInt64, x.device());
     if (out.numel() > 0) kernels::max_pool2d_forward[x.device()](x.contiguous(), g, out, indices);
     c.save(indices);
-    c.ints = ops::pack_window(g);
+    s.window = g;
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& grad) {
-    const Window2d g = ops::unpack_window(c.ints);
+  static Grads backward(Ctx& c, const State& s, const Tensor& grad) {
+    const Window2d& g = s.window;
     Tensor gx = empty_input(grad, g).zero_();
     if (grad.numel() > 0) kernels::max_pool2d_backward[grad.device()](grad.contiguous(), c.saved(0), g, gx);
     return {gx};
@@ -47,31 +50,37 @@ struct MaxPool2d : Function<MaxPool2d> {
 
 struct AvgPool2d : Function<AvgPool2d> {
   static constexpr const char* name = "avg_pool2d";
-  static Tensor forward(Ctx& c, const Tensor& x, const Window2d& g, bool count_include_pad) {
+  struct State {
+    Window2d window;
+    bool count_include_pad;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, const Window2d& g, bool count_include_pad) {
     Tensor out = empty_output(x, g);
     if (out.numel() > 0) kernels::avg_pool2d_forward[x.device()](x.contiguous(), g, count_include_pad, out);
-    c.ints = ops::pack_window(g);
-    c.ints.push_back(count_include_pad);
+    s = {g, count_include_pad};
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& grad) {
-    const Window2d g = ops::unpack_window(c.ints);
+  static Grads backward(Ctx&, const State& s, const Tensor& grad) {
+    const Window2d& g = s.window;
     Tensor gx = empty_input(grad, g);
-    if (gx.numel() > 0) kernels::avg_pool2d_backward[grad.device()](grad.contiguous(), g, c.ints.back() != 0, gx);
+    if (gx.numel() > 0) kernels::avg_pool2d_backward[grad.device()](grad.contiguous(), g, s.count_include_pad, gx);
     return {gx};
   }
 };
 
 struct AdaptiveAvgPool2d : Function<AdaptiveAvgPool2d> {
   static constexpr const char* name = "adaptive_avg_pool2d";
-  static Tensor forward(Ctx& c, const Tensor& x, const Window2d& g) {
+  struct State {
+    Window2d window;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, const Window2d& g) {
     Tensor out = empty_output(x, g);
     if (out.numel() > 0) kernels::adaptive_avg_pool2d_forward[x.device()](x.contiguous(), g, out);
-    c.ints = ops::pack_window(g);
+    s.window = g;
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& grad) {
-    const Window2d g = ops::unpack_window(c.ints);
+  static Grads backward(Ctx&, const State& s, const Tensor& grad) {
+    const Window2d& g = s.window;
     Tensor gx = empty_input(grad, g);
     if (gx.numel() > 0) kernels::adaptive_avg_pool2d_backward[grad.device()](grad.contiguous(), g, gx);
     return {gx};

@@ -14,14 +14,16 @@ namespace {
 // Keeps a uint8 mask (one byte per element) for backward rather than the input or a float mask.
 struct Dropout : Function<Dropout> {
   static constexpr const char* name = "dropout";
-  static Tensor forward(Ctx& c, const Tensor& x, double p) {
+  struct State {
+    double scale;  // 1 / (1 - p): what a kept element is multiplied by
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, double p) {
     Tensor keep = rand(x.shape(), TensorOptions(x.dtype()).with_device(x.device())) >= p;
-    const double scale = 1.0 / (1.0 - p);
+    s.scale = 1.0 / (1.0 - p);
     c.save(keep);
-    c.scalars = {scale};
-    return x * keep * scale;
+    return x * keep * s.scale;
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g * c.saved(0) * c.scalars[0]}; }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g * c.saved(0) * s.scale}; }
 };
 
 }  // namespace

@@ -76,20 +76,24 @@ template <ReduceOp Op>
 struct Reduce : Function<Reduce<Op>> {
   static constexpr const char* name = Op == ReduceOp::Sum ? "sum" : Op == ReduceOp::Mean ? "mean"
                                       : Op == ReduceOp::Max ? "max" : "min";
-  static Tensor forward(Ctx& c, const Tensor& x, const Shape& dims, bool keepdim) {
+  struct State {
+    Shape input_shape;
+    Shape dims;  // the reduced dims, sorted and non-negative
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Shape& dims, bool keepdim) {
     Shape norm = normalize_dims(dims, x.dim(), name);
     if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min)
       EMBER_CHECK(x.numel() > 0, "[", name, "] cannot reduce an empty tensor of shape ", shape_str(x.shape()));
     Tensor y = reduce_dims(Op, x, norm, name);
-    c.shapes = {x.shape(), norm};
+    s = {x.shape(), norm};
     if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min) {
       c.save(x);
       c.save(y);
     }
     return keepdim ? y : y.view(squeezed_shape(x.shape(), norm));
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    const Shape &in_shape = c.shapes[0], &dims = c.shapes[1];
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    const Shape &in_shape = s.input_shape, &dims = s.dims;
     Tensor gk = g.reshape(keepdim_shape(in_shape, dims));
     if constexpr (Op == ReduceOp::Sum) return {gk.expand(in_shape)};
     if constexpr (Op == ReduceOp::Mean) return {(gk / static_cast<double>(count_of(in_shape, dims))).expand(in_shape)};
@@ -103,10 +107,13 @@ struct Reduce : Function<Reduce<Op>> {
 template <bool Log>
 struct Softmax : Function<Softmax<Log>> {
   static constexpr const char* name = Log ? "log_softmax" : "softmax";
-  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim) {
+  struct State {
+    int64_t dim;  // wrapped: non-negative
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, int64_t dim) {
     ops::check_floating(x, name);
     const int64_t d = wrap_dim(dim, x.dim(), name);
-    c.ints = {d};
+    s.dim = d;
     const int64_t last = std::max<int64_t>(x.dim() - 1, 0);
     Tensor in = x.dim() == 0 ? x.reshape({1}) : x.transpose(d, last).contiguous();
     Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
@@ -115,9 +122,9 @@ struct Softmax : Function<Softmax<Log>> {
     c.save(y);
     return y;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor y = c.saved(0);
-    const Shape dims = y.dim() == 0 ? Shape{} : Shape{c.ints[0]};
+    const Shape dims = y.dim() == 0 ? Shape{} : Shape{s.dim};
     if constexpr (Log) return {g - exp(y) * sum(g, dims, true)};
     return {y * (g - sum(g * y, dims, true))};
   }

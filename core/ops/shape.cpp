@@ -70,42 +70,51 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
 // A view that keeps row-major element order (reshape, squeeze, unsqueeze, flatten).
 struct View : Function<View> {
   static constexpr const char* name = "view";
-  static Tensor forward(Ctx& c, const Tensor& x, const Shape& shape, const Shape& strides) {
-    c.shapes = {x.shape()};
+  struct State {
+    Shape input_shape;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, const Shape& shape, const Shape& strides) {
+    s.input_shape = x.shape();
     return make_view(x, shape, strides, x.offset());
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g.reshape(c.shapes[0])}; }
+  static Grads backward(Ctx&, const State& s, const Tensor& g) { return {g.reshape(s.input_shape)}; }
 };
 
 struct Permute : Function<Permute> {
   static constexpr const char* name = "permute";
-  static Tensor forward(Ctx& c, const Tensor& x, const Shape& dims) {
+  struct State {
+    Shape inverse_dims;  // the permutation that undoes dims
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, const Shape& dims) {
     Shape shape(dims.size()), strides(dims.size()), inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) {
       shape[i] = x.shape()[static_cast<size_t>(dims[i])];
       strides[i] = x.strides()[static_cast<size_t>(dims[i])];
       inverse[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
     }
-    c.shapes = {inverse};
+    s.inverse_dims = inverse;
     return make_view(x, shape, strides, x.offset());
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g.permute(c.shapes[0])}; }
+  static Grads backward(Ctx&, const State& s, const Tensor& g) { return {g.permute(s.inverse_dims)}; }
 };
 
 struct Slice : Function<Slice> {
   static constexpr const char* name = "slice";
-  static Tensor forward(Ctx& c, const Tensor& x, int64_t dim, int64_t start, int64_t length, int64_t step) {
+  struct State {
+    Shape input_shape;
+    int64_t dim, start, length, step;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, int64_t dim, int64_t start, int64_t length, int64_t step) {
     Shape shape = x.shape(), strides = x.strides();
     const auto d = static_cast<size_t>(dim);
     shape[d] = length;
     strides[d] *= step;
-    c.shapes = {x.shape()};
-    c.ints = {dim, start, length, step};
+    s = {x.shape(), dim, start, length, step};
     return make_view(x, shape, strides, x.offset() + start * x.strides()[d]);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    Tensor gx = zeros(c.shapes[0], TensorOptions(g.dtype()).with_device(g.device()));
-    Tensor window = gx.slice(c.ints[0], c.ints[1], c.ints[1] + c.ints[2] * c.ints[3], c.ints[3]);
+  static Grads backward(Ctx&, const State& s, const Tensor& g) {
+    Tensor gx = zeros(s.input_shape, TensorOptions(g.dtype()).with_device(g.device()));
+    Tensor window = gx.slice(s.dim, s.start, s.start + s.length * s.step, s.step);
     if (g.numel() > 0) kernels::copy[g.device()](g, window);
     return {gx};
   }
@@ -113,11 +122,14 @@ struct Slice : Function<Slice> {
 
 struct Expand : Function<Expand> {
   static constexpr const char* name = "expand";
-  static Tensor forward(Ctx& c, const Tensor& x, const Shape& shape, const Shape& strides) {
-    c.shapes = {x.shape()};
+  struct State {
+    Shape input_shape;
+  };
+  static Tensor forward(Ctx&, State& s, const Tensor& x, const Shape& shape, const Shape& strides) {
+    s.input_shape = x.shape();
     return make_view(x, shape, strides, x.offset());
   }
-  static Grads backward(Ctx& c, const Tensor& g) { return {sum_to(g, c.shapes[0])}; }
+  static Grads backward(Ctx&, const State& s, const Tensor& g) { return {sum_to(g, s.input_shape)}; }
 };
 
 Tensor view_as(const Tensor& x, const Shape& shape, const Shape& strides) {

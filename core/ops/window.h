@@ -5,9 +5,8 @@
 //   out = (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1
 // cells (rounded down: PyTorch's ceil_mode=false). window2d() validates these arguments for every
 // op of the family, so conv and pooling reject bad geometry with the same words, and returns the
-// kernels::Window2d the kernels take. Ops keep it for backward in Ctx::ints (pack_window).
+// kernels::Window2d the kernels take. Ops keep it for backward in their State (Note [Op state]).
 #include <string>
-#include <vector>
 
 #include "core/kernels.h"
 #include "core/ops.h"
@@ -66,15 +65,6 @@ inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const ch
   g.oh = (padded[0] - extent[0]) / g.sh + 1;
   g.ow = (padded[1] - extent[1]) / g.sw + 1;
   return g;
-}
-
-inline std::vector<int64_t> pack_window(const kernels::Window2d& g) {
-  return {g.n, g.c, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.oh, g.ow};
-}
-
-inline kernels::Window2d unpack_window(const std::vector<int64_t>& v) {
-  return {v.at(0), v.at(1), v.at(2), v.at(3), v.at(4), v.at(5), v.at(6), v.at(7), v.at(8), v.at(9), v.at(10),
-          v.at(11), v.at(12), v.at(13)};
 }
 
 }  // namespace ember::ops
