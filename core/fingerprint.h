@@ -1,36 +1,69 @@
 #pragma once
 // Note [Tensor fingerprints]
 // fingerprint(t) condenses a tensor's values into 64 bits, so that activation checkpointing can
-// check — at the cost of one read of each saved tensor — that a recompute reproduced the forward
-// bit for bit (Note [Checking the recompute] in utils/checkpoint.cpp). Element i contributes
-// term(i, bits of element i), and the terms are added modulo 2^64. Integer addition is exact and
-// commutative, so any order of summation — one CPU loop, OpenMP partial sums, a tree of CUDA
-// threads — gives the same 64 bits, and the CPU and the GPU agree. The position goes into the
-// term so that two swapped elements change the sum; the term is a 64-bit finalising hash (the
-// multiply-xorshift mixer known from SplitMix64), which spreads every input bit over the word, so
-// a change of one bit anywhere changes about half the bits of the fingerprint. It is a checksum,
-// not a cryptographic hash: it catches accidents, not adversaries.
+// check, at the cost of one read of each saved tensor, that a recompute reproduced the forward
+// bit for bit (Note [Checking the recompute] in utils/checkpoint.cpp). The tensor is read as
+// 32-bit words w_p (an 8-byte element is two words, low then high; a smaller one is one word,
+// zero-extended), and two sums are taken modulo 2^64:
+//     plain    = sum of w_p
+//     weighted = sum of (p + 1) * w_p        (p + 1 taken modulo 2^32)
+// A flipped bit changes `plain`; two swapped words change `weighted` by (q - p)(w_p - w_q), which
+// is never 0 modulo 2^64 for distinct words less than 2^32 apart. Integer addition is exact and
+// commutative, so any order of summation (one CPU loop, OpenMP partial sums, a tree of CUDA
+// threads) gives the same bits, and the CPU and the GPU agree. The per-word work is an add and a
+// 32 x 32 -> 64-bit multiply-add, which vectorises (a mixing hash per element cost 4x as much).
+// finish() mixes `plain` through a 64-bit finaliser (the multiply-xorshift mixer known from
+// SplitMix64) before combining it with `weighted`, so one 64-bit value carries both. It is a
+// checksum for accidents, not a cryptographic hash.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/host_device.h"
 
 namespace ember::fingerprint {
 
-EMBER_HOST_DEVICE uint64_t term(uint64_t position, uint64_t bits) {
-  uint64_t z = bits + position * 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio: positions far apart
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+struct Sums {
+  uint64_t plain = 0, weighted = 0;
+};
+
+EMBER_HOST_DEVICE void add(Sums& s, const Sums& other) {
+  s.plain += other.plain;
+  s.weighted += other.weighted;
 }
 
-// The element's bit pattern, zero-extended (so -0.0 and 0.0, or two NaNs, differ as their bits do).
+// Word p of the tensor, read from element i (p = i * words_per_element + k).
+EMBER_HOST_DEVICE void add_word(Sums& s, uint64_t position, uint32_t word) {
+  s.plain += word;
+  s.weighted += static_cast<uint64_t>(static_cast<uint32_t>(position + 1)) * word;
+}
+
 template <class T>
-EMBER_HOST_DEVICE uint64_t bits_of(T value) {
-  static_assert(sizeof(T) <= sizeof(uint64_t));
-  uint64_t bits = 0;
-  memcpy(&bits, &value, sizeof(T));
-  return bits;
+inline constexpr int kWordsPerElement = sizeof(T) > 4 ? 2 : 1;
+
+// The unsigned integer type as wide as T, to read T's bits through.
+template <class T>
+using BitsOf = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint8_t>>;
+
+// Element i's words into s (so -0.0 and 0.0, or two NaN payloads, differ as their bits do).
+template <class T>
+EMBER_HOST_DEVICE void add_element(Sums& s, uint64_t i, T value) {
+  static_assert(sizeof(T) == 8 || sizeof(T) == 4 || sizeof(T) == 1);
+  BitsOf<T> bits;
+  memcpy(&bits, &value, sizeof(T));  // same width: compiles to a register move
+  if constexpr (kWordsPerElement<T> == 2) {
+    add_word(s, 2 * i, static_cast<uint32_t>(bits));
+    add_word(s, 2 * i + 1, static_cast<uint32_t>(bits >> 32));
+  } else {
+    add_word(s, i, bits);
+  }
+}
+
+EMBER_HOST_DEVICE uint64_t finish(const Sums& s) {
+  uint64_t z = s.plain;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (z ^ (z >> 31)) ^ s.weighted;
 }
 
 }  // namespace ember::fingerprint

@@ -174,8 +174,8 @@ using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_
                                  const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                  const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
 
-// x contiguous: the sum over i of fingerprint::term(i, bits of x[i]) modulo 2^64 (Note [Tensor
-// fingerprints]); the same 64 bits on every device
+// x contiguous: fingerprint::finish of the sums of fingerprint::add_element over its elements
+// (Note [Tensor fingerprints]); the same 64 bits on every device
 using FingerprintFn = uint64_t(const Tensor& x);
 
 inline Kernel<FillFn> fill{"fill"};

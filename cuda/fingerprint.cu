@@ -1,7 +1,7 @@
 // Tensor fingerprints on CUDA (Note [Tensor fingerprints]): a grid-stride loop sums each
-// thread's terms, each block folds its threads' sums, and the blocks add theirs into one 64-bit
-// word with atomicAdd. Integer addition is exact and commutative, so this order of summation
-// gives the very bits the CPU's loop gives.
+// thread's words, each block folds its threads' sums, and the blocks add theirs into two 64-bit
+// words with atomicAdd. Integer addition is exact and commutative, so this order of summation
+// gives the very bits the CPU's loop gives; finish() runs on the host.
 #include "core/fingerprint.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
@@ -15,25 +15,32 @@ struct WrappingSum {
   __device__ static Acc step(Acc acc, Acc v) { return acc + v; }
 };
 
+// totals[0] += the plain sum, totals[1] += the weighted sum.
 template <class T>
-__global__ void fingerprint_kernel(const T* x, int64_t n, unsigned long long* total) {
-  unsigned long long mine = 0;
+__global__ void fingerprint_kernel(const T* x, int64_t n, unsigned long long* totals) {
+  fingerprint::Sums mine;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    mine += fingerprint::term(static_cast<uint64_t>(i), fingerprint::bits_of(x[i]));
+    fingerprint::add_element(mine, static_cast<uint64_t>(i), x[i]);
   // Thread j's load is its own sum: one value per thread, folded across the block.
-  const unsigned long long block_sum = block_reduce<WrappingSum>(blockDim.x, [&](int64_t) { return mine; });
-  if (threadIdx.x == 0) atomicAdd(total, block_sum);
+  const unsigned long long plain = block_reduce<WrappingSum>(blockDim.x, [&](int64_t) { return mine.plain; });
+  const unsigned long long weighted = block_reduce<WrappingSum>(blockDim.x, [&](int64_t) { return mine.weighted; });
+  if (threadIdx.x == 0) {
+    atomicAdd(&totals[0], plain);
+    atomicAdd(&totals[1], weighted);
+  }
 }
 
 uint64_t fingerprint_cuda(const Tensor& x) {
-  Tensor total = zeros({1}, TensorOptions(kInt64).with_device(x.device()));
+  Tensor totals = zeros({2}, TensorOptions(kInt64).with_device(x.device()));
   dispatch(x.dtype(), [&]<class T>() {
     const int64_t n = x.numel();
     launch_per_output(x.device(), (n + kBlockSize - 1) / kBlockSize, &fingerprint_kernel<T>, x.data<T>(), n,
-                      reinterpret_cast<unsigned long long*>(total.data<int64_t>()));
+                      reinterpret_cast<unsigned long long*>(totals.data<int64_t>()));
   });
-  return static_cast<uint64_t>(total.cpu().data<int64_t>()[0]);  // waits for the kernel
+  const Tensor host = totals.cpu();  // waits for the kernel
+  const int64_t* sums = host.data<int64_t>();
+  return fingerprint::finish({static_cast<uint64_t>(sums[0]), static_cast<uint64_t>(sums[1])});
 }
 
 const bool registered = kernels::add_kernel(kernels::fingerprint, DeviceType::CUDA, &fingerprint_cuda);
