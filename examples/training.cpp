@@ -109,10 +109,22 @@ void add_common_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--batch-size", c.batch_size, "images per batch")->check(kPositive)->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate")->check(kPositive)->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads (0: every core)")->check(kNonNegative)->capture_default_str();
-  app.add_option("--device", c.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--device", c.device, "cpu or cuda")
+      ->check([](const std::string& spec) -> std::string {
+        try {
+          (void)Device(spec);
+          return "";
+        } catch (const std::exception&) {  // Device's own error, or the index's std::out_of_range
+          return "expected cpu, cuda or cuda:N, got '" + spec + "'";
+        }
+      })
+      ->capture_default_str();
   app.add_option("--data", c.data, "Fashion-MNIST directory (default: $EMBER_DATA or /usr/share/datasets)");
   app.add_option("--save", c.save, "write the trained weights to this safetensors file");
-  app.add_option("--seed", c.seed, "random seed (runs are reproducible for a seed)")->capture_default_str();
+  // (CLI11 would read -1 as 2^64 - 1 for an unsigned seed.)
+  app.add_option("--seed", c.seed, "random seed (runs are reproducible for a seed)")
+      ->check(kNonNegative)
+      ->capture_default_str();
   app.add_option("--csv", c.csv, "per-epoch metrics file");
   app.add_option("--workers", c.workers, "data loading threads")->check(kNonNegative)->capture_default_str();
   app.add_option("--train-limit", c.train_limit, "train on the first N images only (0: all)")
@@ -187,9 +199,9 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   csv << "epoch,train_loss,train_acc,test_acc,lr,seconds,images_per_s,peak_bytes\n" << done.csv_rows;
 
   for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
     model.train();
     ProgressBar bar(epoch, c.epochs, train.size());
+    const auto epoch_start = Clock::now();
     double loss_sum = 0, epoch_wait = 0;
     int64_t correct = 0, seen = 0, batch_index = 0;
     auto wait_start = Clock::now();
