@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
   std::string checkpoint = "none";
   examples::add_common_flags(app, config);
   app.add_option("--momentum", momentum, "SGD momentum")->check(examples::kNonNegative)->capture_default_str();
-  app.add_option("--weight-decay", weight_decay, "SGD weight decay")->check(examples::kNonNegative)->capture_default_str();
+  app.add_option("--weight-decay", weight_decay, "SGD weight decay")
+      ->check(examples::kNonNegative)
+      ->capture_default_str();
   app.add_option("--augment", augment, "random crops and flips")->capture_default_str();
   app.add_option("--checkpoint", checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
   return examples::run_main(app, argc, argv, "train_resnet", [&] {

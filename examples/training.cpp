@@ -75,8 +75,8 @@ const CLI::Validator kNonNegative = finite_number(/*zero_allowed=*/true, "NON-NE
 
 int64_t mib_to_bytes(double mib, const std::string& what) {
   constexpr double kMaxMiB = static_cast<double>(int64_t{1} << 43);
-  EMBER_CHECK(std::isfinite(mib) && mib > 0 && mib < kMaxMiB, "[", what, "] expected a number of MiB > 0 and below 2^43, got ",
-              mib);
+  EMBER_CHECK(std::isfinite(mib) && mib > 0 && mib < kMaxMiB, "[", what,
+              "] expected a number of MiB > 0 and below 2^43, got ", mib);
   return static_cast<int64_t>(mib * 1024 * 1024);
 }
 

@@ -103,7 +103,8 @@ TrainingProgress load_training_checkpoint(const std::string& path, const Trainin
   for (const auto& [key, value] : all) {
     bool known = false;
     for (const char* prefix : kParts) known = known || key.starts_with(prefix);
-    EMBER_CHECK(known, "[resume] ", path, ": unexpected key '", key, "' (expected model., optim., sched., rng. or progress.)");
+    EMBER_CHECK(known, "[resume] ", path, ": unexpected key '", key,
+                "' (expected model., optim., sched., rng. or progress.)");
   }
 
   TrainingProgress progress;

@@ -155,7 +155,8 @@ TEST_F(Resume, MismatchesFailWithClearErrors) {
                "the checkpoint's scheduler is 'yes' but this run's is 'none'");
   examples::TrainConfig other_seed = config;
   other_seed.seed = 6;
-  expect_error([&] { fit_with(mlp, sgd, &schedule, other_seed); }, "the checkpoint's seed is '5' but this run's is '6'");
+  expect_error([&] { fit_with(mlp, sgd, &schedule, other_seed); },
+               "the checkpoint's seed is '5' but this run's is '6'");
   examples::TrainConfig done = config;
   done.epochs = 1;
   expect_error([&] { fit_with(mlp, sgd, &schedule, done); },
@@ -164,7 +165,8 @@ TEST_F(Resume, MismatchesFailWithClearErrors) {
   nn::save(mlp, weights);
   examples::TrainConfig plain = config;
   plain.resume = weights;
-  expect_error([&] { fit_with(mlp, sgd, &schedule, plain); }, "[resume] " + weights + ": not an ember training checkpoint");
+  expect_error([&] { fit_with(mlp, sgd, &schedule, plain); },
+               "[resume] " + weights + ": not an ember training checkpoint");
 }
 
 TEST_F(Resume, UnwritableSavePathsFailBeforeTraining) {
