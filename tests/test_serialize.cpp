@@ -1,6 +1,7 @@
 // Safetensors save/load (nn/serialize.h) and the JSON subset under it (nn/json.h): bitwise round
 // trips, module save/load, the exact bytes ember writes, files written by PyTorch
-// (tests/fixtures/make_safetensors_fixtures.py), and a clear error for every kind of bad file.
+// (tests/fixtures/make_safetensors_fixtures.py), a clear error for every kind of bad file, and
+// atomic saves (Note [Atomic saves]): permissions, failures, a killed saver, concurrent savers.
 //
 // Set EMBER_SAFETENSORS_OUT=/some/file.safetensors to keep a copy of the round-trip file for
 //     /usr/bin/python3 tests/fixtures/make_safetensors_fixtures.py --check /some/file.safetensors
