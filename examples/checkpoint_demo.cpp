@@ -27,6 +27,7 @@
 #include "core/allocator.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "examples/training.h"
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
 #include "utils/checkpoint_sequential.h"
@@ -60,8 +61,8 @@ void add_flags(CLI::App& app, Config& cfg) {
       ->capture_default_str();
   app.add_option("--budget-mb", cfg.budget_mb,
                  "planner budget in MiB (default: halfway between the smallest feasible budget and what the "
-                 "plain forward keeps)")
-      ->check(CLI::PositiveNumber);
+                 "plain forward keeps, or the smallest feasible one when the plain forward keeps less)")
+      ->check(examples::kPositive);
   app.add_option("--svg", cfg.svg, "where to write the memory timeline")->capture_default_str();
   app.add_option("--threads", cfg.threads, "CPU threads (default: every core)")->check(CLI::Range(1, 1024));
 }
@@ -260,9 +261,11 @@ PlannerRun run_planner(nn::Sequential& seq, const Tensor& x, const Config& cfg, 
               mib(smallest).c_str(), static_cast<long long>(smallest));
 
   PlannerRun run;
-  // Default budget: halfway between the least any plan needs and what no checkpointing keeps.
-  run.budget = cfg.budget_mb > 0 ? static_cast<int64_t>(cfg.budget_mb * kMiB)
-                                 : smallest + (plain.after_forward - smallest) / 2;
+  // Default budget: halfway between the least any plan needs and what no checkpointing keeps. In
+  // a small stack the plain forward can keep less than the planner's smallest budget (which
+  // also counts the parameter gradients), and halfway would be below it: then the smallest.
+  run.budget = cfg.budget_mb > 0 ? examples::mib_to_bytes(cfg.budget_mb, "checkpoint_demo --budget-mb")
+                                 : std::max(smallest, smallest + (plain.after_forward - smallest) / 2);
   run.plan = utils::plan_checkpoints(profile, run.budget);  // throws, naming the smallest budget, if none fits
   std::printf("planner: budget %s -> plan %s\n", mib(run.budget).c_str(), run.plan.str().c_str());
   std::printf("         (ranges of the Sequential's modules: Linear at even, ReLU at odd indices)\n");
@@ -417,9 +420,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Activation checkpointing, measured: memory and time of a deep Linear + ReLU stack"};
   Config cfg;
   add_flags(app, cfg);
-  CLI11_PARSE(app, argc, argv);
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
-  try {
+  return examples::run_main(app, argc, argv, "checkpoint_demo", [&] {
+    if (cfg.threads > 0) set_num_threads(cfg.threads);
     std::printf("== 1. The trade: compute for memory\n");
     show_forward_counts();
 
@@ -464,9 +466,5 @@ int main(int argc, char** argv) {
         plain.ms, sqrt_run.ms, sqrt_run.ms / plain.ms, matmul_run.ms, static_cast<long long>(planned.budget),
         static_cast<long long>(planned.plan.predicted_peak_bytes), static_cast<long long>(planned.result.peak),
         dropout_diff, static_cast<long long>(bn_tracked));
-  } catch (const Error& e) {
-    std::fprintf(stderr, "checkpoint_demo: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

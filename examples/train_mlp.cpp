@@ -19,10 +19,9 @@ int main(int argc, char** argv) {
   config.lr = 0.05;
   double momentum = 0.9, dropout = 0.2;
   examples::add_common_flags(app, config);
-  app.add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--momentum", momentum, "SGD momentum")->check(examples::kNonNegative)->capture_default_str();
   app.add_option("--dropout", dropout, "dropout probability after each hidden layer")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  try {
+  return examples::run_main(app, argc, argv, "train_mlp", [&] {
     const Device device = examples::setup(config);
     examples::Loaders data = examples::fashion_mnist_loaders(config, /*augment=*/false);
     examples::MLP model(dropout);
@@ -32,9 +31,5 @@ int main(int argc, char** argv) {
     examples::RunResult r = examples::fit(model, [&](const Tensor& x) { return model(x); }, optimizer, &schedule,
                                           *data.train, *data.test, config, "train_mlp");
     std::printf("%s\n", examples::result_line(r, "model=mlp").c_str());
-  } catch (const Error& e) {
-    std::fprintf(stderr, "train_mlp: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/allocator.h"
@@ -13,7 +16,9 @@
 #include "core/generator.h"
 #include "data/idx.h"
 #include "data/subset.h"
+#include "examples/training_checkpoint.h"
 #include "nn/serialize.h"
+#include "utils/atomic_file.h"
 
 namespace ember::examples {
 
@@ -50,7 +55,47 @@ class ProgressBar {
   Clock::time_point start_;
 };
 
+// A finite number > 0, or >= 0 when `zero_allowed`.
+CLI::Validator finite_number(bool zero_allowed, const std::string& name) {
+  const std::string wanted = zero_allowed ? "a finite number >= 0" : "a finite number > 0";
+  return CLI::Validator(
+      [zero_allowed, wanted](std::string& input) -> std::string {
+        double value = 0;
+        const bool parsed = CLI::detail::lexical_cast(input, value);
+        if (parsed && std::isfinite(value) && (zero_allowed ? value >= 0 : value > 0)) return "";
+        return "expected " + wanted + ", got '" + input + "'";
+      },
+      name);
+}
+
 }  // namespace
+
+const CLI::Validator kPositive = finite_number(/*zero_allowed=*/false, "POSITIVE");
+const CLI::Validator kNonNegative = finite_number(/*zero_allowed=*/true, "NON-NEGATIVE");
+
+int64_t mib_to_bytes(double mib, const std::string& what) {
+  constexpr double kMaxMiB = static_cast<double>(int64_t{1} << 43);
+  EMBER_CHECK(std::isfinite(mib) && mib > 0 && mib < kMaxMiB, "[", what,
+              "] expected a number of MiB > 0 and below 2^43, got ", mib);
+  return static_cast<int64_t>(mib * 1024 * 1024);
+}
+
+int run_main(CLI::App& app, int argc, char** argv, const std::string& program, const std::function<void()>& body) {
+  try {
+    app.parse(argc, argv);
+    body();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: an unknown exception\n", program.c_str());
+  }
+  return 1;
+}
 
 void ensure_passive_openmp_wait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY")) return;
@@ -60,17 +105,35 @@ void ensure_passive_openmp_wait(char** argv) {
 }
 
 void add_common_flags(CLI::App& app, TrainConfig& c) {
-  app.add_option("--epochs", c.epochs, "training epochs")->capture_default_str();
-  app.add_option("--batch-size", c.batch_size, "images per batch")->capture_default_str();
-  app.add_option("--lr", c.lr, "peak learning rate")->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (0: every core)")->capture_default_str();
-  app.add_option("--device", c.device, "cpu or cuda")->capture_default_str();
+  app.add_option("--epochs", c.epochs, "training epochs")->check(kPositive)->capture_default_str();
+  app.add_option("--batch-size", c.batch_size, "images per batch")->check(kPositive)->capture_default_str();
+  app.add_option("--lr", c.lr, "peak learning rate")->check(kPositive)->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads (0: every core)")->check(kNonNegative)->capture_default_str();
+  app.add_option("--device", c.device, "cpu or cuda")
+      ->check([](const std::string& spec) -> std::string {
+        try {
+          (void)Device(spec);
+          return "";
+        } catch (const std::exception&) {  // Device's own error, or the index's std::out_of_range
+          return "expected cpu, cuda or cuda:N, got '" + spec + "'";
+        }
+      })
+      ->capture_default_str();
   app.add_option("--data", c.data, "Fashion-MNIST directory (default: $EMBER_DATA or /usr/share/datasets)");
   app.add_option("--save", c.save, "write the trained weights to this safetensors file");
-  app.add_option("--seed", c.seed, "random seed (runs are reproducible for a seed)")->capture_default_str();
+  // (CLI11 would read -1 as 2^64 - 1 for an unsigned seed.)
+  app.add_option("--seed", c.seed, "random seed (runs are reproducible for a seed)")
+      ->check(kNonNegative)
+      ->capture_default_str();
   app.add_option("--csv", c.csv, "per-epoch metrics file");
-  app.add_option("--workers", c.workers, "data loading threads")->capture_default_str();
-  app.add_option("--train-limit", c.train_limit, "train on the first N images only (0: all)")->capture_default_str();
+  app.add_option("--workers", c.workers, "data loading threads")->check(kNonNegative)->capture_default_str();
+  app.add_option("--train-limit", c.train_limit, "train on the first N images only (0: all)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  app.add_option("--save-every", c.save_every, "save a training checkpoint every N epochs")->check(kPositive);
+  app.add_option("--checkpoint-path", c.checkpoint_path,
+                 "where --save-every writes (default: <program>_checkpoint.safetensors)");
+  app.add_option("--resume", c.resume, "continue training from this training checkpoint");
 }
 
 Device setup(const TrainConfig& c) {
@@ -109,17 +172,33 @@ double evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& c, const std::string& program) {
   const Device device(c.device);
+  const std::string checkpoint_path =
+      c.checkpoint_path.empty() ? program + "_checkpoint.safetensors" : c.checkpoint_path;
+  // Fail now rather than after the training the save was for.
+  if (!c.save.empty()) utils::check_can_save(c.save, program);
+  if (c.save_every > 0) utils::check_can_save(checkpoint_path, program);
+  const TrainingState state{model, optimizer, scheduler, train};
+  // A resumed run must see the data in the same order (Note [Training checkpoints]).
+  const nn::Metadata run{{"program", program},
+                         {"seed", std::to_string(c.seed)},
+                         {"batch_size", std::to_string(c.batch_size)},
+                         {"train_limit", std::to_string(c.train_limit)}};
+
+  memory::reset_peak(device);
+  TrainingProgress done;
+  if (!c.resume.empty()) {
+    done = load_training_checkpoint(c.resume, state, run);
+    EMBER_CHECK(done.epochs < c.epochs, "[", program, "] ", c.resume, " has already trained ", done.epochs,
+                " epoch(s), and --epochs is ", c.epochs, ": nothing left to train");
+    std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(done.epochs));
+  }
+
   const std::string csv_path = c.csv.empty() ? program + "_metrics.csv" : c.csv;
   std::ofstream csv(csv_path);
   EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
-  csv << "epoch,train_loss,train_acc,test_acc,lr,seconds,images_per_s,peak_bytes\n";
+  csv << "epoch,train_loss,train_acc,test_acc,lr,seconds,images_per_s,peak_bytes\n" << done.csv_rows;
 
-  memory::reset_peak(device);
-  RunResult r;
-  double train_seconds = 0, wait_seconds = 0;
-  int64_t images_seen = 0, steps = 0;
-  const auto run_start = Clock::now();
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+  for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
     model.train();
     ProgressBar bar(epoch, c.epochs, train.size());
     const auto epoch_start = Clock::now();
@@ -142,30 +221,41 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
         correct += static_cast<int64_t>(sum(argmax(logits.detach(), 1) == y).item());
       }
       seen += n;
-      ++steps;
+      ++done.steps;
       bar.update(++batch_index, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
       wait_start = Clock::now();
     }
     const double epoch_seconds = seconds_since(epoch_start);
-    train_seconds += epoch_seconds;
-    wait_seconds += epoch_wait;
-    images_seen += seen;
-    r.test_acc = evaluate(model, test, device);
-    r.epochs = epoch;
-    const int64_t peak = memory::stats(device).peak_bytes;
+    done.train_seconds += epoch_seconds;
+    done.wait_seconds += epoch_wait;
+    done.images += seen;
+    done.test_acc = evaluate(model, test, device);
+    done.epochs = epoch;
+    done.peak_bytes = std::max(done.peak_bytes, memory::stats(device).peak_bytes);
     std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.1f s, %.0f img/s\n", epoch, c.epochs,
-                loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), r.test_acc,
-                epoch_seconds, static_cast<double>(seen) / epoch_seconds);
-    csv << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
-        << ',' << r.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
-        << static_cast<double>(seen) / epoch_seconds << ',' << peak << '\n';
-    csv.flush();
+                loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen),
+                done.test_acc, epoch_seconds, static_cast<double>(seen) / epoch_seconds);
+    std::ostringstream row;
+    row << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
+        << ',' << done.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
+        << static_cast<double>(seen) / epoch_seconds << ',' << done.peak_bytes << '\n';
+    done.csv_rows += row.str();
+    csv << row.str() << std::flush;
+    done.wall_seconds += seconds_since(epoch_start);
+    if (c.save_every > 0 && epoch % c.save_every == 0) {
+      save_training_checkpoint(checkpoint_path, state, done, run);
+      std::printf("saved a training checkpoint to %s\n", checkpoint_path.c_str());
+    }
   }
-  r.wall_s = seconds_since(run_start);
-  r.images_per_s = train_seconds > 0 ? static_cast<double>(images_seen) / train_seconds : 0;
-  r.step_ms = steps ? 1000.0 * (train_seconds - wait_seconds) / static_cast<double>(steps) : 0;
-  r.data_wait_pct = train_seconds > 0 ? 100.0 * wait_seconds / train_seconds : 0;
-  r.peak_bytes = memory::stats(device).peak_bytes;
+
+  RunResult r;
+  r.test_acc = done.test_acc;
+  r.epochs = static_cast<int>(done.epochs);
+  r.wall_s = done.wall_seconds;
+  r.images_per_s = done.train_seconds > 0 ? static_cast<double>(done.images) / done.train_seconds : 0;
+  r.step_ms = done.steps ? 1000.0 * (done.train_seconds - done.wait_seconds) / static_cast<double>(done.steps) : 0;
+  r.data_wait_pct = done.train_seconds > 0 ? 100.0 * done.wait_seconds / done.train_seconds : 0;
+  r.peak_bytes = done.peak_bytes;
   if (!c.save.empty()) {
     nn::save(model, c.save);
     std::printf("saved the trained weights to %s\n", c.save.c_str());

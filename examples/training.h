@@ -1,6 +1,7 @@
 #pragma once
 // The training loop shared by the example programs: flags, a progress bar, evaluation, a CSV of
-// per-epoch metrics and the machine-readable summary line.
+// per-epoch metrics, training checkpoints to resume from (Note [Training checkpoints]) and the
+// machine-readable summary line.
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
@@ -25,7 +26,23 @@ struct TrainConfig {
   uint64_t seed = 1;
   int workers = 2;
   int64_t train_limit = 0;  // train on the first N images only (0: all)
+  int save_every = 0;          // save a training checkpoint every N epochs (0: never)
+  std::string checkpoint_path;  // where; empty: <program>_checkpoint.safetensors
+  std::string resume;           // a training checkpoint to continue from
 };
+
+// Flag checks that say what they want. (CLI11's PositiveNumber lets nan through.)
+extern const CLI::Validator kPositive;     // a finite number > 0
+extern const CLI::Validator kNonNegative;  // a finite number >= 0
+
+// A memory budget given in MiB, in bytes: an ember::Error naming `what` unless it is finite,
+// positive and below 2^43 MiB (8 EiB, where the bytes would no longer fit an int64).
+int64_t mib_to_bytes(double mib, const std::string& what);
+
+// Parses the command line into `app` and runs `body`. Every failure ends the same way: a
+// message on stderr and a non-zero exit code, never std::terminate — CLI11's own errors (and
+// --help) as CLI11 prints them, an ember::Error or any other exception as "program: message".
+int run_main(CLI::App& app, int argc, char** argv, const std::string& program, const std::function<void()>& body);
 
 // Note [OpenMP wait policy]
 // By default an OpenMP thread that finishes its share of a parallel loop spins for a while
@@ -37,6 +54,7 @@ struct TrainConfig {
 void ensure_passive_openmp_wait(char** argv);
 
 // --epochs --batch-size --lr --threads --device --data --save --seed --csv --workers --train-limit
+// --save-every --checkpoint-path --resume
 void add_common_flags(CLI::App& app, TrainConfig& config);
 // Applies --threads and --seed; returns the device.
 Device setup(const TrainConfig& config);
@@ -63,7 +81,9 @@ struct RunResult {
 using Forward = std::function<Tensor(const Tensor&)>;
 
 // Trains for config.epochs epochs, stepping `scheduler` (if any) after every optimizer step, and
-// evaluates on `test` after each epoch. Prints a progress bar per epoch and a summary.
+// evaluates on `test` after each epoch. Prints a progress bar per epoch and a summary. Checks
+// first that the weights and checkpoints can be saved where asked; with config.resume, continues
+// after the checkpoint's last epoch; with config.save_every, saves a checkpoint every N epochs.
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/json.h"
+#include "utils/atomic_file.h"
 
 namespace ember::nn {
 
@@ -192,31 +193,16 @@ void save_safetensors(const StateDict& state, const std::string& path, const Met
     fail(e.message());
   }
 
-  // Write beside the target and rename, so a failed save leaves any previous file intact.
-  const std::string partial = path + ".partial";
-  std::error_code ec;
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot open '" + partial + "' for writing");
-    const auto header_size = static_cast<uint64_t>(header.size());
-    char size[kSizeBytes];
-    for (size_t i = 0; i < kSizeBytes; ++i) size[i] = static_cast<char>((header_size >> (8 * i)) & 0xFF);
-    out.write(size, kSizeBytes);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const Tensor& t : hosts)
-      if (t.nbytes() > 0) out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-    out.close();
-    if (!out) {
-      std::filesystem::remove(partial, ec);
-      fail("writing '" + partial + "' failed (disk full?)");
-    }
-  }
-  std::filesystem::rename(partial, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    std::filesystem::remove(partial, ec);
-    fail("cannot rename '" + partial + "' to it: " + why);
-  }
+  // Note [Atomic saves]: a failed or interrupted save leaves any previous file intact.
+  utils::AtomicFile out(path, "save_safetensors");
+  const auto header_size = static_cast<uint64_t>(header.size());
+  char size[kSizeBytes];
+  for (size_t i = 0; i < kSizeBytes; ++i) size[i] = static_cast<char>((header_size >> (8 * i)) & 0xFF);
+  out.write(size, kSizeBytes);
+  out.write(header.data(), header.size());
+  for (const Tensor& t : hosts)
+    if (t.nbytes() > 0) out.write(t.raw_data(), t.nbytes());
+  out.commit();
 }
 
 StateDict load_safetensors(const std::string& path, Metadata* metadata) {

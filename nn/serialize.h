@@ -27,7 +27,8 @@ namespace ember::nn {
 using Metadata = std::map<std::string, std::string>;
 
 // Tensors on any device are copied to the CPU, contiguous, before writing. The file is written
-// next to `path` and renamed over it, so a failed save never leaves a truncated checkpoint.
+// atomically (Note [Atomic saves] in utils/atomic_file.h): a failed, interrupted or concurrent
+// save never leaves a truncated or mixed file at `path`.
 void save_safetensors(const StateDict& state, const std::string& path, const Metadata& metadata = {});
 
 // Reads every tensor onto the CPU. When `metadata` is given it receives "__metadata__".

@@ -24,6 +24,37 @@ void LRScheduler::step() {
   apply();
 }
 
+StateDict LRScheduler::state_dict() const {
+  return {{"last_epoch", scalar_tensor(static_cast<double>(epoch_), kInt64)},
+          {"base_lrs", from_vector(base_lrs_, {static_cast<int64_t>(base_lrs_.size())}, kFloat64)}};
+}
+
+void LRScheduler::load_state_dict(const StateDict& state) {
+  for (const auto& [key, value] : state)
+    EMBER_CHECK(key == "last_epoch" || key == "base_lrs", "[LRScheduler] load_state_dict: unexpected key '", key,
+                "' (expected last_epoch and base_lrs)");
+  const auto find = [&](const char* key) -> const Tensor& {
+    const auto it = state.find(key);
+    EMBER_CHECK(it != state.end() && it->second.defined(), "[LRScheduler] load_state_dict: missing key '", key, "'");
+    return it->second;
+  };
+  const Tensor& epoch = find("last_epoch");
+  EMBER_CHECK(epoch.dim() == 0 && epoch.dtype() == kInt64, "[LRScheduler] load_state_dict: 'last_epoch' must be a "
+              "0-d int64 tensor, got shape ", shape_str(epoch.shape()), " and dtype ", epoch.dtype());
+  const int64_t last_epoch = epoch.item<int64_t>();
+  EMBER_CHECK(last_epoch >= 0, "[LRScheduler] load_state_dict: 'last_epoch' must not be negative, got ", last_epoch);
+  const Tensor& base = find("base_lrs");
+  EMBER_CHECK(base.shape() == Shape{static_cast<int64_t>(base_lrs_.size())}, "[LRScheduler] load_state_dict: "
+              "'base_lrs' has shape ", shape_str(base.shape()), " but the optimizer has ", base_lrs_.size(),
+              " parameter group(s)");
+  std::vector<double> base_lrs = base.to_vector<double>();
+  for (double lr : base_lrs)
+    EMBER_CHECK(std::isfinite(lr) && lr >= 0.0, "[LRScheduler] load_state_dict: invalid base lr ", lr);
+  base_lrs_ = std::move(base_lrs);
+  epoch_ = last_epoch;
+  apply();
+}
+
 void LRScheduler::apply() {
   last_lr_.clear();
   for (size_t g = 0; g < base_lrs_.size(); ++g) {

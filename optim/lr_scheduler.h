@@ -7,6 +7,11 @@
 // optimizer.step(), as in PyTorch. PyTorch computes most schedules recursively from the previous
 // lr; the closed forms give the same values up to rounding and do not drift.
 //
+// Saving: state_dict() holds what step() changes and the base lrs, "last_epoch" (int64 []) and
+// "base_lrs" (float64 [groups]); the schedule's own settings (T_max, gamma, ...) come from the
+// constructor, so a resumed run builds its scheduler the same way and then loads the dict, which
+// also sets the optimizer's lrs for that epoch again.
+//
 // Chaining: SequentialLR(opt, {warmup, cosine}, {warmup_steps}) runs `warmup` for epochs
 // [0, warmup_steps) and then `cosine` from its own epoch 0, as torch.optim.lr_scheduler.SequentialLR.
 // Every part is evaluated with the base lrs of the first one: the later parts were built after
@@ -33,6 +38,10 @@ class LRScheduler {
   const Optimizer& optimizer() const { return optimizer_; }
 
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;
+
+  StateDict state_dict() const;
+  // Checks the whole dict before changing anything.
+  void load_state_dict(const StateDict& state);
 
  protected:
   // base_lrs: one per group; by default the groups' lrs now.

@@ -478,3 +478,51 @@ TEST(OptimErrors, SchedulersAndClipping) {
   expect_error([] { optim::clip_grad_norm_({param({2})}, -1.0); }, "[clip_grad_norm_] max_norm must be >= 0, got -1");
   EXPECT_EQ(optim::clip_grad_norm_({param({2})}, 1.0).item(), 0.0);  // no gradients
 }
+
+TEST(LRSchedulerStateDict, ResumeGivesTheSameLrs) {
+  const Tensor w = param({2});
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  optim::CosineAnnealingLR schedule(opt, 10);
+  for (int k = 0; k < 4; ++k) schedule.step();
+  const optim::StateDict saved = schedule.state_dict();
+  EXPECT_EQ(saved.at("last_epoch").item<int64_t>(), 4);
+  EXPECT_EQ(saved.at("base_lrs").to_vector<double>(), std::vector<double>{0.1});
+
+  // A fresh optimizer at another lr and a fresh scheduler: loading puts both at step 4 of the
+  // schedule of the saved base lr, and the steps after it match.
+  optim::SGD fresh_opt({param({2})}, optim::SGDOptions(0.5));
+  optim::CosineAnnealingLR fresh(fresh_opt, 10);
+  fresh.load_state_dict(saved);
+  EXPECT_EQ(fresh.last_epoch(), 4);
+  EXPECT_EQ(fresh_opt.lr(), opt.lr());
+  for (int k = 0; k < 3; ++k) {
+    schedule.step();
+    fresh.step();
+    EXPECT_EQ(fresh_opt.lr(), opt.lr()) << "step " << k;
+  }
+}
+
+TEST(LRSchedulerStateDict, Errors) {
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+  optim::StepLR schedule(opt, 2);
+  const optim::StateDict good = schedule.state_dict();
+  auto with = [&](const std::string& key, const Tensor& value) {
+    optim::StateDict d = good;
+    d[key] = value;
+    return d;
+  };
+  expect_error([&] { schedule.load_state_dict(with("gamma", scalar_tensor(0.5))); },
+               "[LRScheduler] load_state_dict: unexpected key 'gamma'");
+  expect_error([&] { schedule.load_state_dict({{"base_lrs", good.at("base_lrs")}}); },
+               "[LRScheduler] load_state_dict: missing key 'last_epoch'");
+  expect_error([&] { schedule.load_state_dict(with("last_epoch", scalar_tensor(-1, kInt64))); },
+               "'last_epoch' must not be negative, got -1");
+  expect_error([&] { schedule.load_state_dict(with("last_epoch", scalar_tensor(1.5))); },
+               "'last_epoch' must be a 0-d int64 tensor");
+  expect_error([&] { schedule.load_state_dict(with("base_lrs", full({2}, 0.1, kFloat64))); },
+               "'base_lrs' has shape [2] but the optimizer has 1 parameter group(s)");
+  expect_error([&] { schedule.load_state_dict(with("base_lrs", full({1}, NAN, kFloat64))); },
+               "invalid base lr nan");
+  EXPECT_EQ(schedule.last_epoch(), 0);  // nothing was changed by the failed loads
+  EXPECT_EQ(opt.lr(), 0.1);
+}

@@ -1,10 +1,13 @@
 // Safetensors save/load (nn/serialize.h) and the JSON subset under it (nn/json.h): bitwise round
 // trips, module save/load, the exact bytes ember writes, files written by PyTorch
-// (tests/fixtures/make_safetensors_fixtures.py), and a clear error for every kind of bad file.
+// (tests/fixtures/make_safetensors_fixtures.py), a clear error for every kind of bad file, and
+// atomic saves (Note [Atomic saves]): permissions, failures, a killed saver, concurrent savers.
 //
 // Set EMBER_SAFETENSORS_OUT=/some/file.safetensors to keep a copy of the round-trip file for
 //     /usr/bin/python3 tests/fixtures/make_safetensors_fixtures.py --check /some/file.safetensors
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <thread>
 
 #include "core/generator.h"
 #include "fixture.h"
@@ -21,6 +25,7 @@
 #include "nn/json.h"
 #include "nn/linear.h"
 #include "nn/serialize.h"
+#include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
 #include "cuda/context.h"
 #endif
@@ -120,6 +125,14 @@ class Serialize : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
+  // The temporary files of Note [Atomic saves] in the test's folder.
+  std::vector<std::string> temp_files() const {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator(dir_))
+      if (entry.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(entry.path().string());
+    return out;
+  }
+
   fs::path dir_;
 };
 
@@ -132,7 +145,7 @@ TEST_F(Serialize, RoundTripIsBitwise) {
   const std::string file = path("all.safetensors");
   nn::save_safetensors(state, file, kCheckMetadata);
   if (const char* out = std::getenv("EMBER_SAFETENSORS_OUT")) nn::save_safetensors(state, out, kCheckMetadata);
-  EXPECT_FALSE(fs::exists(file + ".partial"));
+  EXPECT_EQ(temp_files(), std::vector<std::string>{});
 
   Metadata metadata{{"stale", "entry"}};
   const StateDict back = nn::load_safetensors(file, &metadata);
@@ -363,8 +376,130 @@ TEST_F(Serialize, SaveRejectsWhatCannotBeWritten) {
   expect_error([&] { nn::save_safetensors({{"bad\xFF", ones({1})}}, path("x")); }, {"not valid UTF-8"});
   const std::string nowhere = path("no/such/dir/x.safetensors");
   expect_error([&] { nn::save_safetensors({{"w", ones({1})}}, nowhere); },
-               {"[save_safetensors] " + nowhere + ": cannot open"});
+               {"[save_safetensors] " + nowhere + ": cannot open", "No such file or directory"});
   EXPECT_FALSE(fs::exists(path("x")));
+}
+
+namespace {
+mode_t permissions(const std::string& file) {
+  struct stat st {};
+  EXPECT_EQ(::stat(file.c_str(), &st), 0) << file;
+  return st.st_mode & 07777;
+}
+
+// A state dict whose size depends on `k`, so that two savers' bytes could not interleave into
+// a file that still loads.
+StateDict numbered_state(int k) { return {{"w", full({k + 1}, static_cast<double>(k))}, {"k", scalar_tensor(k)}}; }
+
+// The file must be exactly one of the numbered states.
+void expect_one_whole_state(const std::string& file, int count) {
+  const StateDict back = nn::load_safetensors(file);
+  const int k = static_cast<int>(back.at("k").item());
+  ASSERT_TRUE(k >= 0 && k < count) << k;
+  const StateDict want = numbered_state(k);
+  ASSERT_EQ(keys(back), keys(want));
+  for (const auto& [name, t] : want) expect_same(back.at(name), t, name);
+}
+}  // namespace
+
+TEST_F(Serialize, SaveKeepsTheTargetsPermissionsOrGivesANewFileTheDefault) {
+  const std::string fresh = path("fresh.safetensors");
+  nn::save_safetensors(numbered_state(1), fresh);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  EXPECT_EQ(permissions(fresh), 0666 & ~mask);  // the temporary file's name is random, its mode is not
+
+  const std::string kept = path("kept.safetensors");
+  write("kept.safetensors", "old");
+  fs::permissions(kept, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  nn::save_safetensors(numbered_state(2), kept);
+  EXPECT_EQ(permissions(kept), 0640);
+  expect_one_whole_state(kept, 3);
+}
+
+TEST_F(Serialize, AFailedSaveRemovesItsTemporaryFileAndNamesTheReason) {
+  // The rename fails: the target is a folder that holds a file.
+  const std::string target = path("folder.safetensors");
+  fs::create_directories(target);
+  write("folder.safetensors/inside", "x");
+  expect_error([&] { nn::save_safetensors(numbered_state(1), target); },
+               {"[save_safetensors] " + target + ": cannot rename", "Is a directory"});
+  EXPECT_EQ(temp_files(), std::vector<std::string>{});
+  EXPECT_TRUE(fs::is_directory(target));
+  // check_can_save sees it coming, before any work is done, and leaves nothing behind either.
+  expect_error([&] { utils::check_can_save(target, "fit"); }, {"[fit] " + target + ": is a folder"});
+  expect_error([&] { utils::check_can_save(path("no/such/dir/x"), "fit"); }, {"No such file or directory"});
+  utils::check_can_save(path("fine.safetensors"), "fit");
+  EXPECT_FALSE(fs::exists(path("fine.safetensors")));
+  EXPECT_EQ(temp_files(), std::vector<std::string>{});
+}
+
+TEST_F(Serialize, AnInterruptedSaveLeavesTheTargetWhole) {
+  const std::string file = path("model.safetensors");
+  nn::save_safetensors(numbered_state(1), file);
+  // A child process starts a save, writes part of it and dies without cleaning up, as a killed
+  // process would (_exit runs no destructors).
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      utils::AtomicFile out(file, "save_safetensors");
+      out.write("partial bytes", 13);
+      _exit(0);
+    } catch (const Error&) {
+      _exit(1);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  const std::vector<std::string> stray = temp_files();
+  ASSERT_EQ(stray.size(), 1u);  // the dead save's leftover...
+  EXPECT_EQ(read(stray[0]), "partial bytes");
+  expect_one_whole_state(file, 2);  // ...beside the old file, intact
+  EXPECT_EQ(nn::load_safetensors(file).at("k").item(), 1.0);
+
+  // The next save neither reads nor removes the leftover (it might be a live saver's).
+  nn::save_safetensors(numbered_state(2), file);
+  EXPECT_EQ(nn::load_safetensors(file).at("k").item(), 2.0);
+  EXPECT_EQ(temp_files(), stray);
+}
+
+TEST_F(Serialize, ConcurrentSavesLeaveOneWholeFile) {
+  const std::string file = path("shared.safetensors");
+  constexpr int kSavers = 8, kSaves = 20;
+  // Half the savers are threads of this process, half are other processes (forked before the
+  // threads start). The states are made first: a forked child only writes files.
+  std::vector<StateDict> states;
+  for (int k = 0; k < kSavers; ++k) states.push_back(numbered_state(k));
+  std::vector<pid_t> children;
+  for (int k = 0; k < kSavers / 2; ++k) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      try {
+        for (int i = 0; i < kSaves; ++i) nn::save_safetensors(states[static_cast<size_t>(k)], file);
+      } catch (const Error&) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  std::vector<std::thread> threads;
+  for (int k = kSavers / 2; k < kSavers; ++k)
+    threads.emplace_back([&file, &states, k] {
+      for (int i = 0; i < kSaves; ++i) nn::save_safetensors(states[static_cast<size_t>(k)], file);
+    });
+  for (auto& t : threads) t.join();
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a saving process failed";
+  }
+  expect_one_whole_state(file, kSavers);
+  EXPECT_EQ(temp_files(), std::vector<std::string>{});
 }
 
 TEST(Json, ParsesTheSubset) {
