@@ -6,9 +6,6 @@
 // cells (rounded down: PyTorch's ceil_mode=false). window2d() validates these arguments for every
 // op of the family, so conv and pooling reject bad geometry with the same words, and returns the
 // kernels::Window2d the kernels take. Ops keep it for backward in Ctx::ints (pack_window).
-// The extents, the padded sizes and the window's cell count are computed with overflow checks
-// (Note [Checked size arithmetic]): a huge padding or dilation is reported with its real value.
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,7 +49,9 @@ inline std::optional<int64_t> padded_size(int64_t size, int64_t padding) {
 }
 
 // The geometry of sliding `a` over x (already through check_nchw); throws naming `op` when an
-// argument is out of range or the output would be empty.
+// argument is out of range or the output would be empty. Extents, padded sizes and the window's
+// cell count are computed with overflow checks (Note [Checked size arithmetic]), so a huge
+// padding or dilation is reported with its real value.
 inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const char* op) {
   check_at_least(a.kernel, 1, "kernel size", x, op);
   check_at_least(a.stride, 1, "stride", x, op);
