@@ -1,8 +1,10 @@
 #include "core/tensor.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "core/autograd/engine.h"
@@ -20,9 +22,14 @@ Device::Device(const std::string& spec) {
     type = DeviceType::CUDA;
     index = 0;
     if (spec.size() > 4) {
-      EMBER_CHECK(spec[4] == ':' && spec.size() > 5 && spec.find_first_not_of("0123456789", 5) == std::string::npos,
-                  "[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
-      index = std::stoi(spec.substr(5));
+      // from_chars, unlike std::stoi, reports a bad or out-of-range number instead of throwing a
+      // standard exception; the whole rest must be the number ("cuda:1x" is not cuda:1).
+      const char* first = spec.data() + 5;
+      const char* last = spec.data() + spec.size();
+      const auto [end, error] = std::from_chars(first, last, index);
+      EMBER_CHECK(spec[4] == ':' && first != last && *first != '-' && error == std::errc() && end == last,
+                  "[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N with N in [0, ",
+                  std::numeric_limits<int>::max(), "])");
     }
   } else {
     EMBER_FAIL("[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
@@ -37,6 +44,9 @@ int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); 
 int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
 int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+size_t Tensor::nbytes() const {
+  return static_cast<size_t>(checked_mul(numel(), static_cast<int64_t>(element_size(dtype())), "nbytes", shape()));
+}
 DType Tensor::dtype() const { return impl_->dtype; }
 Device Tensor::device() const { return impl_->storage->device(); }
 const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
@@ -95,13 +105,13 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 
 // --- factories ---
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t d : shape)
-    EMBER_CHECK(d >= 0, "[empty] negative dimension in shape ", shape_str(shape));
+  Shape strides = contiguous_strides(shape, "empty");  // validates the shape first
+  const int64_t nbytes =
+      checked_mul(numel_of(shape, "empty"), static_cast<int64_t>(element_size(options.dtype)), "empty", shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * element_size(options.dtype),
-                                            options.device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), options.device);
   impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
+  impl->strides = std::move(strides);
   impl->dtype = options.dtype;
   Tensor t(std::move(impl));
   if (options.requires_grad) t.requires_grad_();
@@ -123,17 +133,24 @@ Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dty
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
-  Tensor host = empty(shape, TensorOptions(dtype));
-  if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.nbytes());
+namespace {
+// A factory's result from the CPU tensor it filled: converted to the requested dtype and device.
+Tensor finish_host(const Tensor& host, TensorOptions options) {
   Tensor out = host.to(options.dtype).to(options.device);
   if (options.requires_grad) out.requires_grad_();
   return out;
 }
+}  // namespace
+
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options) {
+  Tensor host = empty(shape, TensorOptions(dtype));
+  if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.nbytes());
+  return finish_host(host, options);
+}
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
-  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "[from_vector] ", values.size(),
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape, "from_vector"), "[from_vector] ", values.size(),
               " value(s) cannot fill a tensor of shape ", shape_str(shape));
   if constexpr (std::is_same_v<T, int>) {
     return from_vector(std::vector<int64_t>(values.begin(), values.end()), shape, options);
@@ -147,7 +164,7 @@ template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, TensorOpt
 template Tensor from_vector(const std::vector<int>&, const Shape&, TensorOptions);
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
-  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape), "[from_vector] ", values.size(),
+  EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape, "from_vector"), "[from_vector] ", values.size(),
               " value(s) cannot fill a tensor of shape ", shape_str(shape));
   return from_buffer(values.data(), shape, kFloat64, options);
 }
@@ -159,13 +176,22 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions options) {
 Tensor arange(double end, TensorOptions options) { return arange(0.0, end, 1.0, options); }
 
 Tensor arange(double start, double end, double step, TensorOptions options) {
-  EMBER_CHECK(step != 0.0, "[arange] step must be nonzero");
-  EMBER_CHECK((end - start) / step >= 0, "[arange] start ", start, ", end ", end, " and step ", step,
-              " are inconsistent");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  std::vector<double> values(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
-  return from_vector(values, {n}, options);
+  EMBER_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step) && step != 0.0,
+              "[arange] start ", start, ", end ", end, " and step ", step, " must be finite, with a nonzero step");
+  const double span = (end - start) / step;  // may be inf: finite numbers can still overflow
+  EMBER_CHECK(span >= 0, "[arange] start ", start, ", end ", end, " and step ", step, " are inconsistent");
+  const double count = std::ceil(span);
+  // 2^63 is exactly representable, so this comparison is exact; a count that reaches it cannot
+  // be an int64 (and converting it would be undefined behaviour).
+  EMBER_CHECK(count < 0x1p63, "[arange] start ", start, ", end ", end, " and step ", step,
+              " give more than INT64_MAX elements");
+  const auto n = static_cast<int64_t>(count);
+  // Filled in place, not through a std::vector: a huge count fails in the allocator with an
+  // ember::Error rather than with std::bad_alloc.
+  Tensor host = empty({n}, kFloat64);
+  double* out = host.data<double>();
+  for (int64_t i = 0; i < n; ++i) out[i] = start + static_cast<double>(i) * step;
+  return finish_host(host, options);
 }
 
 // --- element access ---
@@ -316,6 +342,11 @@ Tensor randn(const Shape& shape, TensorOptions options) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   EMBER_CHECK(low < high, "[randint] low (", low, ") must be less than high (", high, ")");
+  // The draw goes through doubles, which hold every integer only up to 2^53: past that, values
+  // would repeat or leave [low, high) (and high - low could overflow int64).
+  constexpr int64_t kExact = int64_t{1} << 53;
+  EMBER_CHECK(low >= -kExact && high <= kExact, "[randint] low (", low, ") and high (", high, ") must be within [",
+              -kExact, ", ", kExact, "], where doubles hold every integer");
   Tensor u = random_tensor(kernels::RandomKind::Uniform, shape, TensorOptions(kFloat64).with_device(options.device),
                            static_cast<double>(low), static_cast<double>(high));
   // floor() of a uniform in [low, high) is uniform over the integers. The int64 cast truncates

@@ -48,7 +48,7 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype()); }
+  size_t nbytes() const;  // numel() * element_size(dtype()); throws if that overflows
   const std::shared_ptr<Storage>& storage() const;
 
   // --- data access (host-side; CPU tensors for element access) ---
@@ -172,6 +172,7 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
 // Random factories draw from the default generator of options.device (see generator.h).
 Tensor rand(const Shape& shape, TensorOptions options = {});
 Tensor randn(const Shape& shape, TensorOptions options = {});
+// Integers uniform in [low, high); low and high must lie within +-2^53 (the draw goes through doubles).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = kInt64);
 
 // A new impl over existing storage (used by views and kernels' callers).

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 namespace ember::data {
 
@@ -87,19 +88,18 @@ Tensor read_idx(const std::string& path) {
 
   const uint64_t limit = (std::filesystem::file_size(path) + 1) * kMaxDeflateRatio;
   Shape shape;
-  uint64_t bytes = 1;
   for (int d = 0; d < magic[3]; ++d) {
     uint8_t b[4];
     in.read_exact(b, sizeof b, "header");
-    const uint64_t n = (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
-    shape.push_back(static_cast<int64_t>(n));
-    bytes = n == 0 ? 0 : bytes > limit / n ? limit + 1 : bytes * n;
+    shape.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3]);
   }
-  EMBER_CHECK(bytes <= limit, "[read_idx] ", path, ": the header declares dims ", shape_str(shape),
-              ", more data than the file can hold");
+  // A zero dim does not excuse huge ones: their product must still fit (Note [Checked size arithmetic]).
+  const std::optional<int64_t> bytes = try_numel(shape);
+  EMBER_CHECK(bytes && static_cast<uint64_t>(*bytes) <= limit, "[read_idx] ", path, ": the header declares dims ",
+              shape_str(shape), ", more data than the file can hold");
 
   Tensor out = empty(shape, kUInt8);
-  in.read_exact(out.raw_data(), bytes, "data");
+  in.read_exact(out.raw_data(), static_cast<size_t>(*bytes), "data");
   uint8_t extra;
   EMBER_CHECK(in.read(&extra, 1) == 0, "[read_idx] ", path, ": holds more data than the dims ", shape_str(shape),
               " its header declares");

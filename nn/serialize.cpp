@@ -131,11 +131,13 @@ Entry parse_entry(const std::string& name, const json::Value& v, uint64_t data_s
     fail(what + " has data_offsets " + range_str(e.begin, e.end) + " past the end of the data section (" +
          std::to_string(data_size) + " bytes)");
 
-  // The byte count is checked without overflow before anything of that size is allocated.
-  uint64_t bytes = element_size(e.dtype);
-  for (int64_t d : e.shape)
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
-      fail(what + " has a shape " + shape_str(e.shape) + " too large to address");
+  // The shape and its byte count are checked without overflow before anything is allocated; a
+  // zero dim does not excuse huge ones (Note [Checked size arithmetic]).
+  const std::optional<int64_t> numel = try_numel(e.shape);
+  const std::optional<int64_t> checked_bytes =
+      numel ? try_mul(*numel, static_cast<int64_t>(element_size(e.dtype))) : std::nullopt;
+  if (!checked_bytes) fail(what + " has a shape " + shape_str(e.shape) + " too large to address");
+  const auto bytes = static_cast<uint64_t>(*checked_bytes);
   if (bytes != e.end - e.begin)
     fail(what + " of shape " + shape_str(e.shape) + " and dtype " + dtype.string + " needs " + std::to_string(bytes) +
          " bytes, but its data_offsets " + range_str(e.begin, e.end) + " hold " + std::to_string(e.end - e.begin));

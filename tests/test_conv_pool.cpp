@@ -383,6 +383,30 @@ TEST_F(ConvPool, ConvErrors) {
                "[conv2d] the window [5, 5] (kernel [3, 3], dilation [2, 2]) is larger than the padded input [4, 4]");
 }
 
+// Note [Checked size arithmetic]: huge geometry is reported with its real values, not wrapped ones.
+TEST_F(ConvPool, HugeWindowArgumentsAreErrorsWithTheirRealValues) {
+  constexpr int64_t kHalfMax = std::numeric_limits<int64_t>::max() / 2;
+  const Tensor x = zeros({1, 3, 8, 8}), w = zeros({16, 3, 3, 3});
+  expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {kHalfMax, 0}); },
+               "[conv2d] padding [4611686018427387903, 0] is too large: the padded size of input of shape "
+               "[1, 3, 8, 8] overflows int64");
+  expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, int64_t{1} << 62}); },
+               "[conv2d] the window (kernel [3, 3], dilation [1, 4611686018427387904]) is too large: its size "
+               "overflows int64 (input of shape [1, 3, 8, 8])");
+  // Each output dim fits, their product (the output plane) does not.
+  expect_error([&] { conv2d(x, w, Tensor(), {1, 1}, {int64_t{1} << 31, int64_t{1} << 31}); },
+               "[conv2d] shape [1, 3, 4294967302, 4294967302] is too large: 4294967302 * 4294967302 overflows int64");
+  expect_error([&] { max_pool2d(x, {2, 2}, {2, 2}, {kHalfMax + 1, 0}); },
+               "[max_pool2d] padding [4611686018427387904, 0] is too large");
+  // Windows of 2^32 x 2^32 cells fit the padded input, but their cell count overflows.
+  const int64_t big = int64_t{1} << 32;
+  expect_error([&] { avg_pool2d(x, {big, big}, {1, 1}, {big / 2, big / 2}); },
+               "[avg_pool2d] the window (kernel [4294967296, 4294967296], dilation [1, 1]) is too large");
+  expect_error([&] { adaptive_avg_pool2d(x, {kHalfMax, 1}); },
+               "[adaptive_avg_pool2d] output size [4611686018427387903, 1] is too large for input of shape "
+               "[1, 3, 8, 8]: the window arithmetic overflows int64");
+}
+
 TEST_F(ConvPool, PoolErrors) {
   const Tensor x = zeros({1, 2, 4, 4});
   for (const char* op : {"max_pool2d", "avg_pool2d"}) {

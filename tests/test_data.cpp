@@ -266,6 +266,11 @@ TEST_F(DataFiles, BadHeaders) {
   // A header that declares far more data than the file could decompress to.
   expect_error([&] { read_idx(write_gz("huge.gz", idx_bytes({60000, 60000, 60000}, data))); },
                {path("huge.gz"), "[60000, 60000, 60000]", "more data than the file can hold"});
+  // No data at all, but the strides of these dims overflow int64: still not a shape.
+  const std::string zero_then_huge =
+      write_gz("zero_then_huge.gz", idx_bytes({0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, ""));
+  expect_error([&] { read_idx(zero_then_huge); },
+               {zero_then_huge, "[0, 4294967295, 4294967295, 4294967295]", "more data than the file can hold"});
   expect_error([&] { read_idx(write_gz("long.gz", idx_bytes({2, 4, 5}, data + "xx"))); },
                {path("long.gz"), "holds more data than the dims [2, 4, 5]"});
   expect_error([&] { read_idx(write_gz("short_data.gz", idx_bytes({2, 4, 5}, data.substr(0, 39)))); },

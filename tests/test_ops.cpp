@@ -273,6 +273,20 @@ TEST_F(Ops, ViewGradcheck) {
   EXPECT_GRADCHECK([](auto& x) { return x[0].to(kFloat32).to(kFloat64); }, {leaf({3})}, 1e-2, 1e-3, 1e-3);
 }
 
+// Note [Checked size arithmetic]: ops whose output shape adds or broadcasts sizes.
+TEST_F(Ops, OutputShapesWhoseSizeOverflowsAreErrors) {
+  const int64_t big = int64_t{1} << 32;
+  const Tensor column = zeros({1, 1}).expand({big, 1}), row = zeros({1, 1}).expand({1, big});
+  const Tensor mask = zeros({1, 1}, kUInt8).expand({big, 1});
+  expect_error([&] { return column + row; }, "[add] shape [4294967296, 4294967296] is too large");
+  expect_error([&] { return where(mask, column, row); }, "[where] shape [4294967296, 4294967296] is too large");
+  const Tensor huge = zeros({1}).expand({int64_t{1} << 62});
+  expect_error([&] { cat({huge, huge}, 0); },
+               "[cat] the sizes along dim 0 of the 2 tensors (tensor 0 of shape [4611686018427387904]) add up to more "
+               "than int64 holds");
+  expect_error([&] { stack({huge, huge}, 1); }, "[empty] shape [4611686018427387904, 2] is too large");
+}
+
 TEST_F(Ops, BadInputThrowsNamingTheOpAndShapes) {
   expect_error([] { zeros({2, 3}) + zeros({4}); }, "[add] shapes [2, 3] and [4] cannot be broadcast together");
   expect_error([] { zeros({2, 3}) * zeros({2, 2}); }, "[mul] shapes [2, 3] and [2, 2] cannot be broadcast");

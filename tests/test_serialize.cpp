@@ -336,6 +336,10 @@ TEST_F(Serialize, BadFilesFailWithClearErrors) {
       {"huge_shape",
        safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", eight),
        "too large to address"},
+      // Holds no element, but its strides (2^64 elements for dim 0) cannot be addressed.
+      {"zero_dim_before_huge_dims",
+       safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})"),
+       "tensor 'a' has a shape [0, 4294967296, 4294967296] too large to address"},
       {"missing_field", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", eight),
        "tensor 'a' has no 'data_offsets'"},
       {"unknown_field",

@@ -1,11 +1,23 @@
 // Tensor basics: factories, metadata, views sharing storage, conversions, printing, bad input.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
+#include "core/allocator.h"
 #include "core/ops.h"
 #include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
 using testutil::values;
+
+// Note [Huge allocations under AddressSanitizer]
+// The system allocator answers a request it cannot meet with nullptr, which ember's allocator
+// turns into an ember::Error. AddressSanitizer instead aborts on requests above its 1 TiB limit
+// unless told to return nullptr like the system does; this hook (read by ASan at startup, unused
+// in other builds) tells it so, so the allocation tests below see the same Error in every build.
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
 
 namespace {
 }  // namespace
@@ -144,4 +156,126 @@ TEST(Tensor, BadInputThrowsNamingTheOp) {
   expect_error([&] { Device("gpu"); }, "[device] cannot parse device 'gpu'");
   expect_error([&] { a.add_(zeros({3, 3})); }, "[add_] shapes [2, 3] and [3, 3] cannot be broadcast");
   expect_error([&] { zeros({3}).add_(zeros({2, 3})); }, "[add_] cannot write a result of shape [2, 3]");
+}
+
+// --- size arithmetic (Note [Checked size arithmetic]) ---
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+
+TEST(TensorSizes, ShapesWhoseSizeOverflowsAreErrors) {
+  // numel fits, the byte count does not.
+  expect_error([] { zeros({int64_t{1} << 62}); },
+               "[empty] shape [4611686018427387904] is too large: 4611686018427387904 * 4 overflows int64");
+  expect_error([] { zeros({(int64_t{1} << 62) + 1}); }, "[empty] shape [4611686018427387905] is too large");
+  // numel does not fit.
+  expect_error([] { empty({int64_t{1} << 32, int64_t{1} << 32}, kUInt8); },
+               "[empty] shape [4294967296, 4294967296] is too large: the product of its dims overflows int64");
+  // No elements, but the strides would overflow.
+  expect_error([] { zeros({0, int64_t{1} << 40, int64_t{1} << 40}); },
+               "[empty] shape [0, 1099511627776, 1099511627776] is too large");
+  expect_error([] { empty({2, -3}); }, "[empty] negative dimension -3 in shape [2, -3]");
+  expect_error([] { ones({kMin}); }, "[empty] negative dimension -9223372036854775808");
+  // Two negative dims whose product is the right count.
+  expect_error([] { from_vector(std::vector<float>{1, 2}, {-1, -2}); },
+               "[from_vector] negative dimension -1 in shape [-1, -2]");
+  // The largest valid shapes still work when they hold nothing.
+  EXPECT_EQ(zeros({0, int64_t{1} << 40}).strides(), (Shape{int64_t{1} << 40, 1}));
+}
+
+TEST(TensorSizes, AllocationsTooLargeForTheMachineAreErrors) {
+  const int64_t live = memory::stats().live_bytes;
+  // 2^48 bytes: more than a 64-bit Linux process can address, whatever the overcommit policy.
+  expect_error([] { empty({int64_t{1} << 46}); },
+               "[allocator] out of memory on cpu allocating 281474976710656 bytes");
+  // arange fills its tensor in place, so the allocator (not a std::vector) reports the size.
+  expect_error([] { arange(0, 1e18); }, "[allocator] out of memory on cpu allocating 8000000000000000000 bytes");
+  EXPECT_EQ(memory::stats().live_bytes, live);  // a failed allocation is not counted
+}
+
+TEST(TensorSizes, ViewsCannotReachAnOverflowingShape) {
+  const Tensor one = zeros({1, 1});
+  expect_error([&] { one.expand({int64_t{1} << 40, int64_t{1} << 40}); },
+               "[expand] shape [1099511627776, 1099511627776] is too large");
+  expect_error([&] { zeros({1}).expand({-5}); }, "[expand] negative dimension -5");
+  // A valid view whose byte count would overflow size_t.
+  expect_error([] { zeros({1}).expand({int64_t{1} << 62}).nbytes(); },
+               "[nbytes] shape [4611686018427387904] is too large");
+  const Tensor empty_one = zeros({0});
+  expect_error([&] { empty_one.reshape({-1, int64_t{1} << 40, int64_t{1} << 40}); },
+               "[reshape] shape [-1, 1099511627776, 1099511627776] is too large: "
+               "1099511627776 * 1099511627776 overflows int64");
+  expect_error([&] { empty_one.reshape({0, int64_t{1} << 40, int64_t{1} << 40}); },
+               "[reshape] shape [0, 1099511627776, 1099511627776] is too large");
+  expect_error([&] { empty_one.view({int64_t{1} << 40, 0, int64_t{1} << 40}); },
+               "[view] shape [1099511627776, 0, 1099511627776] is too large");
+}
+
+TEST(TensorSizes, NarrowChecksBoundsWithoutOverflow) {
+  const Tensor a = arange(4);
+  expect_error([&] { a.narrow(0, 1, kMax); },
+               "[narrow] start 1 and length 9223372036854775807 are out of range for dim 0 of size 4");
+  expect_error([&] { a.narrow(0, kMax, 1); }, "[narrow] start 9223372036854775807 and length 1 are out of range");
+  expect_error([&] { a.narrow(0, kMin, 1); }, "are out of range for dim 0 of size 4");
+  expect_error([&] { a.narrow(0, 5, 0); }, "[narrow] start 5 and length 0 are out of range");
+  expect_error([&] { a.narrow(0, 0, kMin); }, "[narrow] start 0 and length -9223372036854775808");
+  EXPECT_EQ(values(a.narrow(0, 4, 0)), std::vector<double>{});
+  EXPECT_EQ(values(a.narrow(0, -3, 3)), (std::vector<double>{1, 2, 3}));
+}
+
+TEST(TensorSizes, SliceLengthsDoNotOverflow) {
+  const Tensor a = arange(10);
+  EXPECT_EQ(values(a.slice(0, 0, 10, 3)), (std::vector<double>{0, 3, 6, 9}));
+  EXPECT_EQ(values(a.slice(0, 0, 10, kMax)), (std::vector<double>{0}));
+  EXPECT_EQ(values(a.slice(0, 7, kMax, kMax)), (std::vector<double>{7}));
+  EXPECT_EQ(values(a.slice(0, kMin, kMax, 4)), (std::vector<double>{0, 4, 8}));
+  EXPECT_EQ(values(a.slice(0, kMax, kMin)), std::vector<double>{});
+  EXPECT_EQ(values(a.slice(0, -2, kMax, kMax)), (std::vector<double>{8}));
+  // A huge step on an outer dim: the view's stride (10 * step) must not overflow.
+  const Tensor m = arange(20).reshape({2, 10});
+  EXPECT_EQ(values(m.slice(0, 1, 2, kMax)), (std::vector<double>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  // ...and backward routes the gradient to the one element selected.
+  Tensor x = arange(4, kFloat32).requires_grad_();
+  x.slice(0, 1, 4, kMax).sum().backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 1, 0, 0}));
+  expect_error([&] { a.slice(0, 0, 10, kMin); }, "[slice] step must be positive, got -9223372036854775808");
+}
+
+TEST(TensorSizes, ArangeRejectsBadStepsAndCounts) {
+  expect_error([] { arange(0, 1, 0); }, "[arange] start 0, end 1 and step 0 must be finite, with a nonzero step");
+  expect_error([] { arange(0, std::nan(""), 1); }, "[arange] start 0, end nan and step 1 must be finite");
+  expect_error([] { arange(0, INFINITY, 1); }, "[arange] start 0, end inf and step 1 must be finite");
+  expect_error([] { arange(0, 1, std::nan("")); }, "must be finite, with a nonzero step");
+  expect_error([] { arange(0, 1e19); }, "[arange] start 0, end 1e+19 and step 1 give more than INT64_MAX elements");
+  expect_error([] { arange(-1e308, 1e308, 1e-300); }, "give more than INT64_MAX elements");
+  expect_error([] { arange(1, 0, 1); }, "[arange] start 1, end 0 and step 1 are inconsistent");
+  expect_error([] { arange(1, 0.5, 1); }, "[arange] start 1, end 0.5 and step 1 are inconsistent");
+  EXPECT_EQ(values(arange(3, 0, -1)), (std::vector<double>{3, 2, 1}));
+}
+
+TEST(TensorSizes, RandintBoundsMustBeExactDoubles) {
+  expect_error([] { randint(kMin, kMax, {2}); },
+               "[randint] low (-9223372036854775808) and high (9223372036854775807) must be within "
+               "[-9007199254740992, 9007199254740992]");
+  expect_error([] { randint(-1, kMax, {2}); }, "[randint] low (-1) and high (9223372036854775807) must be within");
+  // No overflow here, but 2^60 + 10 is no double: every draw would be 2^60.
+  expect_error([] { randint(int64_t{1} << 60, (int64_t{1} << 60) + 10, {2}); }, "where doubles hold every integer");
+  const int64_t exact = int64_t{1} << 53;
+  for (int64_t v : randint(-exact, exact, {64}).to_vector<int64_t>()) {
+    EXPECT_GE(v, -exact);
+    EXPECT_LT(v, exact);
+  }
+  for (int64_t v : randint(-5, -2, {64}).to_vector<int64_t>()) {
+    EXPECT_GE(v, -5);
+    EXPECT_LT(v, -2);
+  }
+}
+
+TEST(TensorSizes, DeviceStringsWithBadIndicesAreErrors) {
+  for (const char* spec : {"cuda:99999999999", "cuda:2147483648", "cuda:abc", "cuda:-1", "cuda:1x", "cuda:",
+                           "cuda:+1", "cuda: 1", "cudax"})
+    expect_error([&] { Device{std::string(spec)}; }, std::string("[device] cannot parse device '") + spec + "'");
+  EXPECT_EQ(Device("cuda:2147483647").index, 2147483647);
+  EXPECT_EQ(Device("cuda:7"), Device(DeviceType::CUDA, 7));
+  EXPECT_EQ(Device("cuda"), kCUDA);
 }

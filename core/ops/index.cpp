@@ -151,6 +151,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     EMBER_CHECK(same, "[cat] tensor ", i, " of shape ", shape_str(t.shape()), " does not match tensor 0 of shape ",
                 shape_str(first.shape()), " outside dim ", d);
   }
+  std::optional<int64_t> total = 0;  // the output's size along d (Note [Checked size arithmetic])
+  for (const Tensor& t : tensors) {
+    total = try_add(*total, t.size(d));
+    EMBER_CHECK(total.has_value(), "[cat] the sizes along dim ", d, " of the ", tensors.size(),
+                " tensors (tensor 0 of shape ", shape_str(first.shape()), ") add up to more than int64 holds");
+  }
   return Cat::apply(tensors, d);
 }
 

@@ -92,7 +92,7 @@ struct AdaptiveAvgPool2d : Function<AdaptiveAvgPool2d> {
 Window2d pool_window(const Tensor& x, Pair kernel, Pair stride, Pair padding, const char* op) {
   ops::check_nchw(x, op);
   const Window2d g = ops::window2d(x, {kernel, stride, padding}, op);
-  EMBER_CHECK(2 * padding[0] <= kernel[0] && 2 * padding[1] <= kernel[1], "[", op, "] padding ",
+  EMBER_CHECK(padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, "[", op, "] padding ",
               ops::pair_str(padding), " must be at most half the kernel size ", ops::pair_str(kernel),
               " (input of shape ", shape_str(x.shape()), ")");
   return g;
@@ -111,6 +111,15 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   ops::check_nchw(x, "adaptive_avg_pool2d");
   ops::check_at_least(output_size, 1, "output size", x, "adaptive_avg_pool2d");
+  // The adaptive windows compute (o + 1) * in + out - 1 and (i + 1) * out + in - 1, both below
+  // (in + 1) * (out + 1); that product must fit in int64.
+  const auto fits = [](int64_t in, int64_t out) {
+    const std::optional<int64_t> p = try_mul(in + 1, out);
+    return p && try_add(*p, in + 1);
+  };
+  EMBER_CHECK(fits(x.size(2), output_size[0]) && fits(x.size(3), output_size[1]), "[adaptive_avg_pool2d] output size ",
+              ops::pair_str(output_size), " is too large for input of shape ", shape_str(x.shape()),
+              ": the window arithmetic overflows int64");
   Window2d g{};  // only the sizes: adaptive windows follow from h / oh and w / ow
   g.n = x.size(0);
   g.c = x.size(1);

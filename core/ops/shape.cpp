@@ -54,7 +54,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
       infer = static_cast<int64_t>(i);
     } else {
       EMBER_CHECK(out[i] >= 0, "[", op, "] invalid shape dimension ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      known = checked_mul(known, out[i], op, shape);
     }
   }
   if (infer >= 0) {
@@ -62,7 +62,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
                 " is invalid for input of shape ", shape_str(from), " (", numel, " elements)");
     out[static_cast<size_t>(infer)] = numel / known;
   }
-  EMBER_CHECK(numel_of(out) == numel, "[", op, "] shape ", shape_str(shape), " is invalid for input of shape ",
+  EMBER_CHECK(numel_of(out, op) == numel, "[", op, "] shape ", shape_str(shape), " is invalid for input of shape ",
               shape_str(from), " (", numel, " elements)");
   return out;
 }
@@ -183,15 +183,21 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
   auto clip = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
   start = clip(start);
   end = std::max(clip(end), start);
-  return Slice::apply(*this, d, start, (end - start + step - 1) / step, step);
+  // ceil((end - start) / step), written so that a huge step cannot overflow.
+  const int64_t length = end == start ? 0 : (end - start - 1) / step + 1;
+  // A slice of at most one element is the same for every step; step 1 keeps the view's
+  // stride (stride * step) from overflowing.
+  return Slice::apply(*this, d, start, length, length > 1 ? step : int64_t{1});
 }
 
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   EMBER_CHECK(dim() > 0, "[narrow] cannot narrow a 0-dim tensor");
   const int64_t d = wrap_dim(dim_, dim(), "narrow");
   if (start < 0) start += size(d);
-  EMBER_CHECK(start >= 0 && length >= 0 && start + length <= size(d), "[narrow] start ", start, " and length ",
-              length, " are out of range for dim ", d, " of size ", size(d), " (shape ", shape_str(shape()), ")");
+  // length is compared with what is left after start: start + length could overflow.
+  EMBER_CHECK(start >= 0 && start <= size(d) && length >= 0 && length <= size(d) - start, "[narrow] start ", start,
+              " and length ", length, " are out of range for dim ", d, " of size ", size(d), " (shape ",
+              shape_str(shape()), ")");
   return Slice::apply(*this, d, start, length, int64_t{1});
 }
 
@@ -223,6 +229,7 @@ Tensor Tensor::expand(const Shape& shape_) const {
     out[i] = want;
     strides[i] = have == want ? this->strides()[i - lead] : 0;
   }
+  numel_of(out, "expand");  // the new shape must be valid too (Note [Checked size arithmetic])
   return Expand::apply(*this, out, strides);
 }
 

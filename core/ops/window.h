@@ -35,16 +35,38 @@ struct WindowArgs {
   Pair kernel, stride, padding, dilation{1, 1};
 };
 
+// dilation * (kernel - 1) + 1 cells along one dim, or nullopt when that overflows int64.
+inline std::optional<int64_t> window_extent(int64_t kernel, int64_t dilation) {
+  const std::optional<int64_t> span = try_mul(dilation, kernel - 1);
+  return span ? try_add(*span, 1) : std::nullopt;
+}
+
+// size + 2 * padding along one dim, or nullopt when that overflows int64.
+inline std::optional<int64_t> padded_size(int64_t size, int64_t padding) {
+  const std::optional<int64_t> both_sides = try_mul(padding, 2);
+  return both_sides ? try_add(size, *both_sides) : std::nullopt;
+}
+
 // The geometry of sliding `a` over x (already through check_nchw); throws naming `op` when an
-// argument is out of range or the output would be empty.
+// argument is out of range or the output would be empty. Extents, padded sizes and the window's
+// cell count are computed with overflow checks (Note [Checked size arithmetic]), so a huge
+// padding or dilation is reported with its real value.
 inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const char* op) {
   check_at_least(a.kernel, 1, "kernel size", x, op);
   check_at_least(a.stride, 1, "stride", x, op);
   check_at_least(a.padding, 0, "padding", x, op);
   check_at_least(a.dilation, 1, "dilation", x, op);
   const int64_t h = x.size(2), w = x.size(3);
-  const Pair extent{a.dilation[0] * (a.kernel[0] - 1) + 1, a.dilation[1] * (a.kernel[1] - 1) + 1};
-  const Pair padded{h + 2 * a.padding[0], w + 2 * a.padding[1]};
+  const std::optional<int64_t> extent_h = window_extent(a.kernel[0], a.dilation[0]),
+                               extent_w = window_extent(a.kernel[1], a.dilation[1]),
+                               cells = try_mul(a.kernel[0], a.kernel[1]);
+  EMBER_CHECK(extent_h && extent_w && cells, "[", op, "] the window (kernel ", pair_str(a.kernel), ", dilation ",
+              pair_str(a.dilation), ") is too large: its size overflows int64 (input of shape ", shape_str(x.shape()),
+              ")");
+  const std::optional<int64_t> padded_h = padded_size(h, a.padding[0]), padded_w = padded_size(w, a.padding[1]);
+  EMBER_CHECK(padded_h && padded_w, "[", op, "] padding ", pair_str(a.padding),
+              " is too large: the padded size of input of shape ", shape_str(x.shape()), " overflows int64");
+  const Pair extent{*extent_h, *extent_w}, padded{*padded_h, *padded_w};
   EMBER_CHECK(extent[0] <= padded[0] && extent[1] <= padded[1], "[", op, "] the window ", pair_str(extent),
               " (kernel ", pair_str(a.kernel), ", dilation ", pair_str(a.dilation),
               ") is larger than the padded input ", pair_str(padded), " (input of shape ", shape_str(x.shape()),
@@ -64,6 +86,7 @@ inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const ch
   g.dw = a.dilation[1];
   g.oh = (padded[0] - extent[0]) / g.sh + 1;
   g.ow = (padded[1] - extent[1]) / g.sw + 1;
+  checked_mul(g.oh, g.ow, op, {g.n, g.c, g.oh, g.ow});  // conv views the output plane as oh * ow cells
   return g;
 }
 
