@@ -116,6 +116,10 @@ Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding = {0, 
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding = {0, 0}, bool count_include_pad = true);
 // Output cell (i, j) averages rows [floor(i*H/OH), ceil((i+1)*H/OH)) and likewise for columns.
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
+// The checks of conv2d's and pooling's window arguments that need no input (kernel size, stride
+// and dilation >= 1, padding >= 0, a window size that fits int64), with the words the ops use;
+// `op` names the caller. Layers run them when they are built.
+void check_window_options(Pair kernel, Pair stride, Pair padding, Pair dilation, const char* op);
 // x [N, C] or [N, C, ...]. In training, normalises with the batch statistics and, when
 // running_mean/var are defined and update_running_stats, updates them in place:
 //   running = (1 - momentum) * running + momentum * batch_stat (unbiased variance).

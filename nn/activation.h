@@ -1,5 +1,7 @@
 #pragma once
 // Stateless layers: activations and Flatten.
+#include <cmath>
+
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -12,7 +14,9 @@ class ReLU : public Module {
 
 class LeakyReLU : public Module {
  public:
-  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {
+    EMBER_CHECK(std::isfinite(negative_slope), "[LeakyReLU] negative_slope must be finite, got ", negative_slope);
+  }
   Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
   std::string name() const override { return "LeakyReLU"; }
   const double negative_slope;

@@ -10,6 +10,7 @@ Conv2d::Conv2d(const Conv2dOptions& o) : options(o) {
   EMBER_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0 && o.kernel_size_[0] > 0 && o.kernel_size_[1] > 0,
               "[Conv2d] channels and kernel size must be positive, got in=", o.in_channels_, " out=", o.out_channels_,
               " kernel=", o.kernel_size_[0], "x", o.kernel_size_[1]);
+  check_window_options(o.kernel_size_, o.stride_, o.padding_, o.dilation_, "Conv2d");
   weight = register_parameter("weight", empty({o.out_channels_, o.in_channels_, o.kernel_size_[0], o.kernel_size_[1]}));
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
   reset_parameters();

@@ -14,7 +14,9 @@ void check_pool_input(const Tensor& x, const char* layer);
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0})
-      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {}
+      : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding) {
+    check_window_options(kernel_size, this->stride, padding, {1, 1}, "MaxPool2d");
+  }
   explicit MaxPool2d(int64_t k) : MaxPool2d(Pair{k, k}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "MaxPool2d"; }
@@ -26,7 +28,9 @@ class AvgPool2d : public Module {
   explicit AvgPool2d(Pair kernel_size, std::optional<Pair> stride = std::nullopt, Pair padding = {0, 0},
                      bool count_include_pad = true)
       : kernel_size(kernel_size), stride(stride.value_or(kernel_size)), padding(padding),
-        count_include_pad(count_include_pad) {}
+        count_include_pad(count_include_pad) {
+    check_window_options(kernel_size, this->stride, padding, {1, 1}, "AvgPool2d");
+  }
   explicit AvgPool2d(int64_t k) : AvgPool2d(Pair{k, k}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AvgPool2d"; }
@@ -36,7 +40,10 @@ class AvgPool2d : public Module {
 
 class AdaptiveAvgPool2d : public Module {
  public:
-  explicit AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {}
+  explicit AdaptiveAvgPool2d(Pair output_size) : output_size(output_size) {
+    EMBER_CHECK(output_size[0] >= 1 && output_size[1] >= 1, "[AdaptiveAvgPool2d] output size must be >= 1, got ",
+                shape_str({output_size[0], output_size[1]}));
+  }
   explicit AdaptiveAvgPool2d(int64_t s) : AdaptiveAvgPool2d(Pair{s, s}) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AdaptiveAvgPool2d"; }

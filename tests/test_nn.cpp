@@ -282,6 +282,21 @@ TEST(Layers, BatchNormErrors) {
                "[batch_norm] momentum must be in [0, 1], got -0.1");
 }
 
+TEST(Layers, ConstructorsCheckTheirOptions) {
+  // A bad layer fails where it is built, with the words the functional op would use.
+  expect_error([] { nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(0)); }, "[Conv2d] stride must be >= 1, got [0, 0]");
+  expect_error([] { nn::Conv2d(nn::Conv2dOptions(3, 8, 3).padding(-1)); },
+               "[Conv2d] padding must be >= 0, got [-1, -1]");
+  expect_error([] { nn::Conv2d(nn::Conv2dOptions(3, 8, 3).dilation(int64_t{1} << 62)); },
+               "[Conv2d] the window (kernel [3, 3], dilation [4611686018427387904, 4611686018427387904]) is too large");
+  expect_error([] { nn::MaxPool2d(Pair{2, 2}, Pair{0, 1}); }, "[MaxPool2d] stride must be >= 1, got [0, 1]");
+  expect_error([] { nn::AvgPool2d(Pair{2, 0}); }, "[AvgPool2d] kernel size must be >= 1, got [2, 0]");
+  expect_error([] { nn::AvgPool2d(Pair{2, 2}, std::nullopt, Pair{-1, 0}); },
+               "[AvgPool2d] padding must be >= 0, got [-1, 0]");
+  expect_error([] { nn::AdaptiveAvgPool2d(Pair{0, 2}); }, "[AdaptiveAvgPool2d] output size must be >= 1, got [0, 2]");
+  expect_error([] { nn::LeakyReLU(std::nan("")); }, "[LeakyReLU] negative_slope must be finite, got nan");
+}
+
 TEST(Layers, LossModules) {
   Tensor logits = randn({4, 5}), target = randint(0, 5, {4});
   nn::CrossEntropyLoss ce({Reduction::Sum, -100, 0.1});

@@ -90,4 +90,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
   return Conv2d::apply(x, weight, bias, g);
 }
 
+void check_window_options(Pair kernel, Pair stride, Pair padding, Pair dilation, const char* op) {
+  ops::check_window_args({kernel, stride, padding, dilation}, op, "");
+}
+
 }  // namespace ember

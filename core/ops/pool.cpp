@@ -110,7 +110,8 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
   ops::check_nchw(x, "adaptive_avg_pool2d");
-  ops::check_at_least(output_size, 1, "output size", x, "adaptive_avg_pool2d");
+  ops::check_at_least(output_size, 1, "output size", "adaptive_avg_pool2d",
+                      " (input of shape " + shape_str(x.shape()) + ")");
   // The adaptive windows compute (o + 1) * in + out - 1 and (i + 1) * out + in - 1, both below
   // (in + 1) * (out + 1); that product must fit in int64.
   const auto fits = [](int64_t in, int64_t out) {

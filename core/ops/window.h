@@ -25,10 +25,9 @@ inline void check_nchw(const Tensor& x, const char* op) {
               shape_str(x.shape()));
 }
 
-// Throws unless both entries of p are >= min.
-inline void check_at_least(Pair p, int64_t min, const char* what, const Tensor& x, const char* op) {
-  EMBER_CHECK(p[0] >= min && p[1] >= min, "[", op, "] ", what, " must be >= ", min, ", got ", pair_str(p),
-              " (input of shape ", shape_str(x.shape()), ")");
+// Throws unless both entries of p are >= min; `context` ends the message.
+inline void check_at_least(Pair p, int64_t min, const char* what, const char* op, const std::string& context) {
+  EMBER_CHECK(p[0] >= min && p[1] >= min, "[", op, "] ", what, " must be >= ", min, ", got ", pair_str(p), context);
 }
 
 struct WindowArgs {
@@ -47,26 +46,32 @@ inline std::optional<int64_t> padded_size(int64_t size, int64_t padding) {
   return both_sides ? try_add(size, *both_sides) : std::nullopt;
 }
 
+// The checks that need no input (kernel size, stride, dilation >= 1, padding >= 0, a window whose
+// size fits int64), so that layers can run them when they are built (check_window_options in
+// core/ops.h). `context` ends each message: window2d adds the input's shape.
+inline void check_window_args(const WindowArgs& a, const char* op, const std::string& context) {
+  check_at_least(a.kernel, 1, "kernel size", op, context);
+  check_at_least(a.stride, 1, "stride", op, context);
+  check_at_least(a.padding, 0, "padding", op, context);
+  check_at_least(a.dilation, 1, "dilation", op, context);
+  const bool fits = window_extent(a.kernel[0], a.dilation[0]) && window_extent(a.kernel[1], a.dilation[1]) &&
+                    try_mul(a.kernel[0], a.kernel[1]);
+  EMBER_CHECK(fits, "[", op, "] the window (kernel ", pair_str(a.kernel), ", dilation ", pair_str(a.dilation),
+              ") is too large: its size overflows int64", context);
+}
+
 // The geometry of sliding `a` over x (already through check_nchw); throws naming `op` when an
 // argument is out of range or the output would be empty. Extents, padded sizes and the window's
 // cell count are computed with overflow checks (Note [Checked size arithmetic]), so a huge
 // padding or dilation is reported with its real value.
 inline kernels::Window2d window2d(const Tensor& x, const WindowArgs& a, const char* op) {
-  check_at_least(a.kernel, 1, "kernel size", x, op);
-  check_at_least(a.stride, 1, "stride", x, op);
-  check_at_least(a.padding, 0, "padding", x, op);
-  check_at_least(a.dilation, 1, "dilation", x, op);
+  check_window_args(a, op, " (input of shape " + shape_str(x.shape()) + ")");
   const int64_t h = x.size(2), w = x.size(3);
-  const std::optional<int64_t> extent_h = window_extent(a.kernel[0], a.dilation[0]),
-                               extent_w = window_extent(a.kernel[1], a.dilation[1]),
-                               cells = try_mul(a.kernel[0], a.kernel[1]);
-  EMBER_CHECK(extent_h && extent_w && cells, "[", op, "] the window (kernel ", pair_str(a.kernel), ", dilation ",
-              pair_str(a.dilation), ") is too large: its size overflows int64 (input of shape ", shape_str(x.shape()),
-              ")");
+  const Pair extent{*window_extent(a.kernel[0], a.dilation[0]), *window_extent(a.kernel[1], a.dilation[1])};
   const std::optional<int64_t> padded_h = padded_size(h, a.padding[0]), padded_w = padded_size(w, a.padding[1]);
   EMBER_CHECK(padded_h && padded_w, "[", op, "] padding ", pair_str(a.padding),
               " is too large: the padded size of input of shape ", shape_str(x.shape()), " overflows int64");
-  const Pair extent{*extent_h, *extent_w}, padded{*padded_h, *padded_w};
+  const Pair padded{*padded_h, *padded_w};
   EMBER_CHECK(extent[0] <= padded[0] && extent[1] <= padded[1], "[", op, "] the window ", pair_str(extent),
               " (kernel ", pair_str(a.kernel), ", dilation ", pair_str(a.dilation),
               ") is larger than the padded input ", pair_str(padded), " (input of shape ", shape_str(x.shape()),
