@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -22,6 +23,7 @@
 #include "core/ops.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "data/image_decode.h"
 #include "data/image_folder.h"
 
 using namespace ember;
@@ -343,6 +345,31 @@ void write_bmp(const std::string& file, int w, int h, int channels, const std::v
   ASSERT_TRUE(stbi_write_bmp(file.c_str(), w, h, channels, pixels.data())) << file;
 }
 
+// A PNG's signature and IHDR chunk for a w x h 8-bit image of `color_type` (0 gray, 2 RGB):
+// the header stb_image reads sizes from, with no pixel data behind it.
+std::string png_header(uint32_t w, uint32_t h, uint8_t color_type = 2) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  std::string chunk = "IHDR" + be32(w) + be32(h) + std::string{8, static_cast<char>(color_type), 0, 0, 0};
+  const auto crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<unsigned>(chunk.size())));
+  return std::string("\x89PNG\r\n\x1a\n", 8) + be32(13) + chunk + be32(crc);
+}
+
+// A 24-bit BMP's file and info headers for a w x h image, then `pixels`.
+std::string bmp_file(int32_t w, int32_t h, const std::string& pixels) {
+  auto le = [](uint32_t v, int bytes) {
+    std::string out;
+    for (int i = 0; i < bytes; ++i) out += static_cast<char>(v >> (8 * i));
+    return out;
+  };
+  return "BM" + le(54 + static_cast<uint32_t>(pixels.size()), 4) + le(0, 4) + le(54, 4) + le(40, 4) +
+         le(static_cast<uint32_t>(w), 4) + le(static_cast<uint32_t>(h), 4) + le(1, 2) + le(24, 2) + le(0, 4) +
+         le(static_cast<uint32_t>(pixels.size()), 4) + std::string(16, '\0') + pixels;
+}
+
 }  // namespace
 
 TEST_F(DataFiles, ImageFolderClassesOrderAndPixels) {
@@ -397,7 +424,9 @@ TEST_F(DataFiles, ImageFolderErrors) {
   write_raw("no_images/c/readme.txt", "x");
   expect_error([&] { ImageFolder(path("no_images")); }, {path("no_images/c"), "holds no PNG, JPEG or BMP images"});
   write_raw("garbage/c/bad.png", "this is not a png");
-  expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a readable image"});
+  expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a PNG, JPEG or BMP file"});
+  write_raw("garbage_png/c/bad.png", std::string("\x89PNG\r\n\x1a\n", 8) + "this is not a png");
+  expect_error([&] { ImageFolder(path("garbage_png")); }, {path("garbage_png/c/bad.png"), "not a readable image"});
 
   write_png(path("mixed/a/1.png"), 4, 4, 3, test_pixels(4, 4, 3, 0));
   write_png(path("mixed/b/1.png"), 6, 4, 3, test_pixels(6, 4, 3, 0));
@@ -410,12 +439,64 @@ TEST_F(DataFiles, ImageFolderErrors) {
   const std::string png = read(path("cut/a/1.png"));
   write_raw("cut/a/1.png", png.substr(0, 50));
   ImageFolder cut(path("cut"));
-  expect_error([&] { cut.get(0); }, {"[ImageFolder]", path("cut/a/1.png"), "cannot decode"});
+  expect_error([&] { cut.get(0); }, {"[decode_image]", path("cut/a/1.png"), "cannot decode"});
   // ... and through a DataLoader worker, on the training thread.
   DataLoader loader(std::make_shared<ImageFolder>(path("cut")), DataLoaderOptions().num_workers(1));
   expect_error([&] { all_targets(loader); }, {path("cut/a/1.png"), "cannot decode"});
 
   expect_error([&] { ImageFolder(path("mixed"), ImageFolderOptions().channels(2)); }, {"channels must be 1 or 3"});
+}
+
+// Note [Untrusted images] in data/image_decode.cpp: stb_image picks its decoder from the bytes,
+// not the extension, so every format but PNG, JPEG and BMP is refused before stb sees it.
+TEST_F(DataFiles, ImageFolderDecodesOnlyPngJpegAndBmp) {
+  const std::string ppm = "P6\n2 2\n255\n" + std::string(12, '\x7f');
+  const std::map<std::string, std::string> others = {
+      {"ppm", ppm}, {"gif", "GIF89a\x02\x00\x02\x00"}, {"psd", "8BPS\x00\x01"}, {"hdr", "#?RADIANCE\n"},
+      {"tga", std::string("\x00\x00\x02\x00\x00\x00\x00\x00", 8)}, {"empty", ""}};
+  for (const auto& [name, bytes] : others) {
+    SCOPED_TRACE(name);
+    const std::string file = write_raw(name + "/c/image.png", bytes);
+    expect_error([&] { ImageFolder(path(name)); }, {"[decode_image]", file, "not a PNG, JPEG or BMP file"});
+  }
+  // A file that was a PNG when the data set was built but is a PPM when read.
+  write_png(path("swapped/c/a.png"), 2, 2, 3, test_pixels(2, 2, 3, 0));
+  ImageFolder swapped(path("swapped"));
+  write_raw("swapped/c/a.png", ppm);
+  expect_error([&] { swapped.get(0); }, {"[decode_image]", path("swapped/c/a.png"), "first bytes 50 36 0a 32"});
+}
+
+TEST_F(DataFiles, ImageFolderRefusesEmptyImages) {
+  // stb_image reads a 0 x 0 BMP; resampling one would read outside it.
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{0, 0}, {0, 3}, {3, 0}}) {
+    const std::string name = "empty_" + std::to_string(w) + "x" + std::to_string(h);
+    const std::string file = write_raw(name + "/c/a.bmp", bmp_file(w, h, ""));
+    expect_error([&] { ImageFolder(path(name), ImageFolderOptions().resize({2, 2})); },
+                 {"[decode_image]", file, "has no pixels"});
+  }
+  // The same check guards get(), for a file emptied after the data set was built.
+  write_raw("later/c/a.bmp", bmp_file(1, 1, std::string(4, '\x10')));
+  ImageFolder later(path("later"), ImageFolderOptions().resize({2, 2}));
+  EXPECT_EQ(later.get(0).data.shape(), (Shape{3, 2, 2}));
+  write_raw("later/c/a.bmp", bmp_file(0, 0, ""));
+  expect_error([&] { later.get(0); }, {path("later/c/a.bmp"), "has no pixels"});
+}
+
+TEST_F(DataFiles, ImageFolderCapsThePixelCount) {
+  // 8192 x 8192 RGB is 3 * 2^26 values: refused from the header, before any pixel is inflated.
+  const std::string big = write_raw("big/c/a.png", png_header(8192, 8192));
+  expect_error([&] { ImageFolder(path("big"), ImageFolderOptions().resize({2, 2})); },
+               {"[decode_image]", big, "8192x8192", "201326592 values", "67108864"});
+  // Converting to more channels than the file has counts too: 8192 x 4096 gray is 2^25 values
+  // as 1 channel, 3 * 2^25 as 3.
+  write_raw("gray/c/a.png", png_header(8192, 4096, 0));
+  EXPECT_EQ(ImageFolder(path("gray"), ImageFolderOptions().channels(1)).image_size(), (Pair{4096, 8192}));
+  expect_error([&] { ImageFolder(path("gray"), ImageFolderOptions().channels(3)); }, {"100663296 values"});
+  // The cap itself is allowed.
+  const std::string at_cap = png_header(8192, 8192, 0), past_cap = png_header(8193, 8192, 0);
+  auto bytes = [](const std::string& s) { return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  EXPECT_EQ(probe_image(bytes(at_cap), 1, "at_cap.png").width, 8192);
+  expect_error([&] { probe_image(bytes(past_cap), 1, "past_cap.png"); }, {"past_cap.png", "67117056 values"});
 }
 
 // --- transforms ---
@@ -578,16 +659,19 @@ TEST(DataLoader, AugmentationDependsOnTheSampleNotItsBatch) {
 
 namespace {
 
+// Example `bad` throws: an ember::Error, a std::runtime_error or a std::bad_alloc.
+enum class Throws { Ember, Runtime, BadAlloc };
 struct Failing : Dataset {
   int64_t bad;
-  bool std_error;
+  Throws throws;
   mutable std::atomic<int> calls{0};
-  Failing(int64_t bad_, bool std_error_) : bad(bad_), std_error(std_error_) {}
+  Failing(int64_t bad_, Throws throws_) : bad(bad_), throws(throws_) {}
   int64_t size() const override { return 100; }
   Example get(int64_t i) const override {
     ++calls;
     if (i == bad) {
-      if (std_error) throw std::runtime_error("plain failure");
+      if (throws == Throws::Runtime) throw std::runtime_error("plain failure");
+      if (throws == Throws::BadAlloc) throw std::bad_alloc();
       EMBER_FAIL("[Failing] example ", i, " is broken");
     }
     return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<double>(i), kInt64)};
@@ -599,7 +683,7 @@ struct Failing : Dataset {
 TEST(DataLoader, WorkerExceptionsReachTheTrainingThread) {
   for (int workers : {0, 1, 4}) {
     SCOPED_TRACE(workers);
-    DataLoader loader(std::make_shared<Failing>(37, false), DataLoaderOptions().batch_size(5).num_workers(workers));
+    DataLoader loader(std::make_shared<Failing>(37, Throws::Ember), DataLoaderOptions().batch_size(5).num_workers(workers));
     int64_t batches = 0;
     try {
       for (Batch& b : loader) {
@@ -611,13 +695,20 @@ TEST(DataLoader, WorkerExceptionsReachTheTrainingThread) {
       EXPECT_NE(std::string(e.what()).find("[Failing] example 37 is broken"), std::string::npos);
     }
     EXPECT_EQ(batches, 7);  // batches 0..6 arrive, batch 7 (examples 35..39) rethrows
-    DataLoader other(std::make_shared<Failing>(0, true), DataLoaderOptions().num_workers(workers));
+    // Other exceptions arrive unchanged, also out of memory in a worker thread (it must not
+    // terminate the program there).
+    DataLoader other(std::make_shared<Failing>(0, Throws::Runtime), DataLoaderOptions().num_workers(workers));
     EXPECT_THROW(other.begin(), std::runtime_error);
+    DataLoader no_memory(std::make_shared<Failing>(12, Throws::BadAlloc),
+                         DataLoaderOptions().batch_size(4).num_workers(workers));
+    auto it = no_memory.begin();
+    for (int k = 0; k < 2; ++k) EXPECT_NO_THROW(++it);
+    EXPECT_THROW(++it, std::bad_alloc);  // batch 3, examples 12..15
   }
 }
 
 TEST(DataLoader, StoppingEarlyStopsTheWorkers) {
-  auto ds = std::make_shared<Failing>(-1, false);
+  auto ds = std::make_shared<Failing>(-1, Throws::Ember);
   {
     DataLoader loader(ds, DataLoaderOptions().batch_size(2).num_workers(3).prefetch(2));
     for (Batch& b : loader) {
@@ -652,6 +743,28 @@ TEST(DataLoader, EmptyDatasetAndOptionErrors) {
   expect_error([&] { DataLoader(ds, DataLoaderOptions().num_workers(-1)); }, {"num_workers"});
   expect_error([&] { DataLoader(ds, DataLoaderOptions().prefetch(0)); }, {"prefetch"});
   expect_error([&] { DataLoader(nullptr); }, {"null data set"});
+}
+
+// Batch counts for batch sizes near INT64_MAX, where (n + b - 1) / b would overflow.
+TEST(DataLoader, HugeBatchSizePrefetchAndWorkerCounts) {
+  auto ds = counting_dataset(10);
+  for (int64_t b : {int64_t{11}, std::numeric_limits<int64_t>::max() - 1, std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(b);
+    DataLoader loader(ds, DataLoaderOptions().batch_size(b).num_workers(2));
+    EXPECT_EQ(loader.size(), 1);
+    std::vector<int64_t> sizes;
+    EXPECT_EQ(all_targets(loader, &sizes), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    EXPECT_EQ(sizes, (std::vector<int64_t>{10}));
+    DataLoader dropping(ds, DataLoaderOptions().batch_size(b).drop_last(true));
+    EXPECT_EQ(dropping.size(), 0);
+    EXPECT_TRUE(dropping.begin() == dropping.end());
+  }
+  // The ring holds at most the epoch's batches and there is at most one worker per batch, so
+  // a huge prefetch or worker count allocates and starts nothing extra.
+  DataLoader deep(ds, DataLoaderOptions().batch_size(3).num_workers(2).prefetch(std::numeric_limits<int>::max()));
+  EXPECT_EQ(all_targets(deep).size(), 10u);
+  DataLoader crowded(ds, DataLoaderOptions().batch_size(5).num_workers(std::numeric_limits<int>::max()));
+  EXPECT_EQ(all_targets(crowded).size(), 10u);
 }
 
 TEST(DataLoader, FashionMNISTBatches) {

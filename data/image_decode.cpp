@@ -1,0 +1,104 @@
+// Image headers and pixels through stb_image, with ember's own format and size checks first.
+#include "data/image_decode.h"
+
+#include <stb/stb_image.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "core/check.h"
+
+namespace ember::data {
+
+// Note [Untrusted images]
+// stb_image does not trust a file's extension: given bytes, it asks each of its decoders in
+// turn (PNG, BMP, GIF, PSD, PIC, JPEG, PNM, HDR, TGA) whether the bytes look like theirs, and
+// the first that says yes decodes them. So a file called cat.png reaches the PNM or TGA decoder
+// if that is what its bytes look like, and those decoders are where stb's bugs have been. ember
+// documents three formats, PNG, JPEG and BMP, the ones image data sets ship in, and checks the
+// signature itself before stb sees the bytes: PNG's 8-byte signature, JPEG's start-of-image
+// marker FF D8 FF, BMP's "BM". No other stb decoder accepts bytes that start like that (GIF,
+// PSD and PIC need their own magic, PNM starts with 'P', HDR with '#?', TGA's second byte is
+// 0 or 1), so the checked format's decoder is the only one that runs.
+// The header then gives the size before anything is decoded: a PNG of a few hundred KB of
+// compressed zeros can declare 16384 x 16384 pixels and take gigabytes and seconds to inflate,
+// so images that would need more than kMaxImageValues values are refused, as are images with no
+// pixels (resampling one would read outside it).
+
+namespace {
+
+std::optional<ImageFormat> sniff_format(std::span<const uint8_t> b) {
+  auto starts_with = [&](std::initializer_list<uint8_t> magic) {
+    return b.size() >= magic.size() && std::equal(magic.begin(), magic.end(), b.begin());
+  };
+  if (starts_with({0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'})) return ImageFormat::PNG;
+  if (starts_with({0xFF, 0xD8, 0xFF})) return ImageFormat::JPEG;
+  if (starts_with({'B', 'M'})) return ImageFormat::BMP;
+  return std::nullopt;
+}
+
+std::string first_bytes_hex(std::span<const uint8_t> b) {
+  std::string out;
+  char buffer[4];
+  for (size_t i = 0; i < std::min<size_t>(b.size(), 8); ++i) {
+    std::snprintf(buffer, sizeof buffer, i ? " %02x" : "%02x", b[i]);
+    out += buffer;
+  }
+  return out.empty() ? "none, the file is empty" : out;
+}
+
+}  // namespace
+
+ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name) {
+  EMBER_CHECK(channels >= 1 && channels <= 4, "[decode_image] ", name, ": channels must be 1 to 4, got ", channels);
+  const std::optional<ImageFormat> format = sniff_format(bytes);
+  EMBER_CHECK(format, "[decode_image] ", name, ": not a PNG, JPEG or BMP file (first bytes ", first_bytes_hex(bytes),
+              "); ember decodes no other image format");
+  EMBER_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), "[decode_image] ", name, ": ", bytes.size(),
+              " bytes, more than stb_image reads (", INT_MAX, ")");
+  int w = 0, h = 0, c = 0;
+  EMBER_CHECK(stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c), "[decode_image] ",
+              name, ": not a readable image (", stbi_failure_reason(), ")");
+  EMBER_CHECK(w > 0 && h > 0, "[decode_image] ", name, ": the image is ", h, "x", w,
+              " (height x width) and has no pixels");
+  const int64_t values = int64_t{w} * h * std::max(c, channels);
+  EMBER_CHECK(values <= kMaxImageValues, "[decode_image] ", name, ": a ", h, "x", w, " image with ",
+              std::max(c, channels), " channels needs ", values, " values, more than the ", kMaxImageValues,
+              " ember decodes");
+  return {*format, h, w, c};
+}
+
+DecodedImage decode_image(std::span<const uint8_t> bytes, int channels, const std::string& name) {
+  const ImageInfo info = probe_image(bytes, channels, name);
+  DecodedImage out;
+  int w = 0, h = 0, c = 0;
+  out.pixels = {stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, channels),
+                stbi_image_free};
+  EMBER_CHECK(out.pixels != nullptr, "[decode_image] ", name, ": cannot decode (", stbi_failure_reason(), ")");
+  // The decoder reads the header probe_image read; a mismatch would be an stb bug, not bad input.
+  EMBER_CHECK(h == info.height && w == info.width, "[decode_image] ", name, ": decoded ", h, "x", w,
+              " pixels but the header says ", info.height, "x", info.width);
+  out.height = h;
+  out.width = w;
+  out.channels = channels;
+  return out;
+}
+
+std::vector<uint8_t> read_image_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  EMBER_CHECK(in, "[decode_image] ", path, ": cannot open (", std::strerror(errno), ")");
+  const std::streamoff size = in.tellg();
+  EMBER_CHECK(size >= 0, "[decode_image] ", path, ": cannot read its size");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  EMBER_CHECK(in, "[decode_image] ", path, ": reading ", bytes.size(), " bytes failed");
+  return bytes;
+}
+
+}  // namespace ember::data
