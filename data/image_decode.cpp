@@ -66,9 +66,12 @@ ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::s
               name, ": not a readable image (", stbi_failure_reason(), ")");
   EMBER_CHECK(w > 0 && h > 0, "[decode_image] ", name, ": the image is ", h, "x", w,
               " (height x width) and has no pixels");
-  const int64_t values = int64_t{w} * h * std::max(c, channels);
-  EMBER_CHECK(values <= kMaxImageValues, "[decode_image] ", name, ": a ", h, "x", w, " image with ",
-              std::max(c, channels), " channels needs ", values, " values, more than the ", kMaxImageValues,
+  // Unsigned: a BMP header may declare INT_MAX x INT_MAX pixels (stbi_info does not bound BMP
+  // sizes), and times 4 channels that passes INT64_MAX, though not UINT64_MAX.
+  const int decoded_channels = std::max(c, channels);
+  const uint64_t values = uint64_t(w) * uint64_t(h) * uint64_t(decoded_channels);
+  EMBER_CHECK(values <= uint64_t{kMaxImageValues}, "[decode_image] ", name, ": a ", h, "x", w, " image with ",
+              decoded_channels, " channels needs ", values, " values, more than the ", kMaxImageValues,
               " ember decodes");
   return {*format, h, w, c};
 }

@@ -487,6 +487,9 @@ TEST_F(DataFiles, ImageFolderCapsThePixelCount) {
   const std::string big = write_raw("big/c/a.png", png_header(8192, 8192));
   expect_error([&] { ImageFolder(path("big"), ImageFolderOptions().resize({2, 2})); },
                {"[decode_image]", big, "8192x8192", "201326592 values", "67108864"});
+  // Found by fuzz_image: width x height x channels of a BMP header overflowed int64.
+  const std::string bmp_max = write_raw("bmp_max/c/a.bmp", bmp_file(std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::max(), ""));
+  expect_error([&] { ImageFolder(path("bmp_max")); }, {bmp_max, "13835058042397261827 values", "67108864"});
   // Converting to more channels than the file has counts too: 8192 x 4096 gray is 2^25 values
   // as 1 channel, 3 * 2^25 as 3.
   write_raw("gray/c/a.png", png_header(8192, 4096, 0));
