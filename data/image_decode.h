@@ -1,6 +1,6 @@
 #pragma once
-// Decoding image files that ember did not write: PNG, JPEG and BMP only, size-capped, every
-// check made on the header before any pixel is decoded (Note [Untrusted images]).
+// Decoding image files that ember did not write: PNG and BMP only (JPEG is refused), size-capped,
+// every check made on the header before any pixel is decoded (Note [Untrusted images]).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -9,12 +9,8 @@
 
 namespace ember::data {
 
-// The formats ember decodes, told apart by their first bytes.
-enum class ImageFormat : uint8_t { PNG, JPEG, BMP };
-
-// An image's header: its format and sizes, as stb_image reads them.
+// An image's sizes, as stb_image reads them from its header.
 struct ImageInfo {
-  ImageFormat format;
   int64_t height, width;
   int64_t channels;  // in the file: 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA)
 };
@@ -30,7 +26,7 @@ struct DecodedImage {
 };
 
 // The header of `bytes`, the contents of the file `name` (used in messages). Throws an
-// ember::Error naming the file when it is not PNG, JPEG or BMP, is unreadable, has no pixels,
+// ember::Error naming the file when it is not PNG or BMP, is unreadable, has no pixels,
 // or needs more than kMaxImageValues values when decoded to `channels` (1 to 4).
 ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name);
 

@@ -105,7 +105,7 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
       targets_.push_back(target);
     }
     EMBER_CHECK(files_.size() > before, "[ImageFolder] class folder ", class_dir.string(),
-                " holds no PNG, JPEG or BMP images");
+                " holds no .png, .jpg, .jpeg or .bmp files");
   }
   EMBER_CHECK(!classes_.empty(), "[ImageFolder] ", root, " has no class sub-folders");
 }
