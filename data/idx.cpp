@@ -87,16 +87,21 @@ Tensor read_idx(const std::string& path) {
 
   const uint64_t limit = (std::filesystem::file_size(path) + 1) * kMaxDeflateRatio;
   Shape shape;
-  uint64_t bytes = 1;
+  // The nonzero dims are held to the limit even when a zero dim makes the data empty: the
+  // tensor's element count multiplies every dim, and must not overflow on the way to 0.
+  uint64_t nonzero_bytes = 1;
+  bool empty_data = false;
   for (int d = 0; d < magic[3]; ++d) {
     uint8_t b[4];
     in.read_exact(b, sizeof b, "header");
     const uint64_t n = (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
     shape.push_back(static_cast<int64_t>(n));
-    bytes = n == 0 ? 0 : bytes > limit / n ? limit + 1 : bytes * n;
+    empty_data = empty_data || n == 0;
+    if (n != 0) nonzero_bytes = nonzero_bytes > limit / n ? limit + 1 : nonzero_bytes * n;
   }
-  EMBER_CHECK(bytes <= limit, "[read_idx] ", path, ": the header declares dims ", shape_str(shape),
+  EMBER_CHECK(nonzero_bytes <= limit, "[read_idx] ", path, ": the header declares dims ", shape_str(shape),
               ", more data than the file can hold");
+  const uint64_t bytes = empty_data ? 0 : nonzero_bytes;
 
   Tensor out = empty(shape, kUInt8);
   in.read_exact(out.raw_data(), bytes, "data");

@@ -268,6 +268,11 @@ TEST_F(DataFiles, BadHeaders) {
   // A header that declares far more data than the file could decompress to.
   expect_error([&] { read_idx(write_gz("huge.gz", idx_bytes({60000, 60000, 60000}, data))); },
                {path("huge.gz"), "[60000, 60000, 60000]", "more data than the file can hold"});
+  // Found by fuzz_idx: a zero dim makes the data empty, but the tensor's element count
+  // multiplies the others first, and 2^32 - 1 twice overflows int64.
+  expect_error([&] { read_idx(write_gz("zero.gz", idx_bytes({0xFFFFFFFF, 0xFFFFFFFF, 0}, ""))); },
+               {path("zero.gz"), "[4294967295, 4294967295, 0]", "more data than the file can hold"});
+  EXPECT_EQ(read_idx(write_gz("empty.gz", idx_bytes({0, 28, 28}, ""))).shape(), (Shape{0, 28, 28}));
   expect_error([&] { read_idx(write_gz("long.gz", idx_bytes({2, 4, 5}, data + "xx"))); },
                {path("long.gz"), "holds more data than the dims [2, 4, 5]"});
   expect_error([&] { read_idx(write_gz("short_data.gz", idx_bytes({2, 4, 5}, data.substr(0, 39)))); },
