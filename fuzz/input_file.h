@@ -14,7 +14,7 @@ namespace ember::fuzz {
 class InputFile {
  public:
   explicit InputFile(const std::string& suffix)
-      : path_((std::filesystem::temp_directory_path() / ("ember_fuzz_" + std::to_string(getpid()) + suffix)).string()) {}
+      : path_(std::filesystem::temp_directory_path() / ("ember_fuzz_" + std::to_string(getpid()) + suffix)) {}
   ~InputFile() { std::remove(path_.c_str()); }
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;

@@ -427,7 +427,8 @@ TEST_F(DataFiles, ImageFolderErrors) {
   fs::create_directories(path("empty"));
   expect_error([&] { ImageFolder(path("empty")); }, {path("empty"), "has no class sub-folders"});
   write_raw("no_images/c/readme.txt", "x");
-  expect_error([&] { ImageFolder(path("no_images")); }, {path("no_images/c"), "holds no .png, .jpg, .jpeg or .bmp files"});
+  expect_error([&] { ImageFolder(path("no_images")); },
+               {path("no_images/c"), "holds no .png, .jpg, .jpeg or .bmp files"});
   write_raw("garbage/c/bad.png", "this is not a png");
   expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a PNG or BMP file"});
   write_raw("garbage_png/c/bad.png", std::string("\x89PNG\r\n\x1a\n", 8) + "this is not a png");
@@ -502,7 +503,8 @@ TEST_F(DataFiles, ImageFolderCapsThePixelCount) {
   expect_error([&] { ImageFolder(path("big"), ImageFolderOptions().resize({2, 2})); },
                {"[decode_image]", big, "8192x8192", "201326592 values", "67108864"});
   // Found by fuzz_image: width x height x channels of a BMP header overflowed int64.
-  const std::string bmp_max = write_raw("bmp_max/c/a.bmp", bmp_file(std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::max(), ""));
+  const int32_t int_max = std::numeric_limits<int32_t>::max();
+  const std::string bmp_max = write_raw("bmp_max/c/a.bmp", bmp_file(int_max, int_max, ""));
   expect_error([&] { ImageFolder(path("bmp_max")); }, {bmp_max, "13835058042397261827 values", "67108864"});
   // Converting to more channels than the file has counts too: 8192 x 4096 gray is 2^25 values
   // as 1 channel, 3 * 2^25 as 3.
@@ -700,7 +702,8 @@ struct Failing : Dataset {
 TEST(DataLoader, WorkerExceptionsReachTheTrainingThread) {
   for (int workers : {0, 1, 4}) {
     SCOPED_TRACE(workers);
-    DataLoader loader(std::make_shared<Failing>(37, Throws::Ember), DataLoaderOptions().batch_size(5).num_workers(workers));
+    DataLoader loader(std::make_shared<Failing>(37, Throws::Ember),
+                      DataLoaderOptions().batch_size(5).num_workers(workers));
     int64_t batches = 0;
     try {
       for (Batch& b : loader) {
