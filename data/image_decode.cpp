@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 
 #include "core/check.h"
 
@@ -27,6 +28,8 @@ namespace ember::data {
 // JPEG is refused with its own message: fuzz_image found within a few hundred inputs that the
 // JPEG decoder of Debian's stb_image 2.27 writes past a Huffman table when a file declares more
 // than 256 codes (docs/fuzzing.md), and ember cannot patch the library it links.
+// A PNG's chunk lengths are checked against the file too (fuzz_image found stb allocating a
+// chunk's declared length, up to 4 GB, before reading it).
 // The header then gives the size before anything is decoded: a PNG of a few hundred KB of
 // compressed zeros can declare 16384 x 16384 pixels and take gigabytes and seconds to inflate,
 // so images that would need more than kMaxImageValues values are refused, as are images with no
@@ -36,6 +39,21 @@ namespace {
 
 bool starts_with(std::span<const uint8_t> bytes, std::initializer_list<uint8_t> magic) {
   return bytes.size() >= magic.size() && std::equal(magic.begin(), magic.end(), bytes.begin());
+}
+
+// Whether every chunk of a PNG (4-byte big-endian length, 4-byte type, data, 4-byte CRC) lies
+// inside the file. stb_image grows its buffer to a chunk's declared length before reading the
+// chunk, so one false length in a file of a few bytes would allocate up to 4 GB.
+bool png_chunks_fit(std::span<const uint8_t> b) {
+  static constexpr uint8_t kEnd[] = {'I', 'E', 'N', 'D'};
+  for (uint64_t at = 8; at + 8 <= b.size();) {  // the first chunk starts after the signature
+    const uint64_t length =
+        (uint64_t{b[at]} << 24) | (uint64_t{b[at + 1]} << 16) | (uint64_t{b[at + 2]} << 8) | b[at + 3];
+    if (at + 12 + length > b.size()) return false;
+    if (std::equal(std::begin(kEnd), std::end(kEnd), b.begin() + static_cast<std::ptrdiff_t>(at + 4))) return true;
+    at += 12 + length;
+  }
+  return true;  // a file cut between chunks: stb reports it as corrupt
 }
 
 std::string first_bytes_hex(std::span<const uint8_t> b) {
@@ -55,9 +73,11 @@ ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::s
   EMBER_CHECK(!starts_with(bytes, {0xFF, 0xD8, 0xFF}), "[decode_image] ", name,
               ": a JPEG file; ember refuses JPEG because the JPEG decoder of the stb_image it links is "
               "not safe on malformed files (docs/fuzzing.md): convert the images to PNG");
-  EMBER_CHECK(starts_with(bytes, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'}) || starts_with(bytes, {'B', 'M'}),
-              "[decode_image] ", name, ": not a PNG or BMP file (first bytes ", first_bytes_hex(bytes),
-              "); ember decodes no other image format");
+  const bool png = starts_with(bytes, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'});
+  EMBER_CHECK(png || starts_with(bytes, {'B', 'M'}), "[decode_image] ", name, ": not a PNG or BMP file (first bytes ",
+              first_bytes_hex(bytes), "); ember decodes no other image format");
+  EMBER_CHECK(!png || png_chunks_fit(bytes), "[decode_image] ", name,
+              ": a PNG chunk declares more bytes than the file holds (cut or corrupt)");
   EMBER_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), "[decode_image] ", name, ": ", bytes.size(),
               " bytes, more than stb_image reads (", INT_MAX, ")");
   int w = 0, h = 0, c = 0;

@@ -431,7 +431,8 @@ TEST_F(DataFiles, ImageFolderErrors) {
                {path("no_images/c"), "holds no .png, .jpg, .jpeg or .bmp files"});
   write_raw("garbage/c/bad.png", "this is not a png");
   expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a PNG or BMP file"});
-  write_raw("garbage_png/c/bad.png", std::string("\x89PNG\r\n\x1a\n", 8) + "this is not a png");
+  // A PNG signature, then an end chunk where the header chunk must be.
+  write_raw("garbage_png/c/bad.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\0IEND\xae\x42\x60\x82", 20));
   expect_error([&] { ImageFolder(path("garbage_png")); }, {path("garbage_png/c/bad.png"), "not a readable image"});
 
   write_png(path("mixed/a/1.png"), 4, 4, 3, test_pixels(4, 4, 3, 0));
@@ -440,15 +441,25 @@ TEST_F(DataFiles, ImageFolderErrors) {
                {path("mixed/b/1.png"), "is 4x6", path("mixed/a/1.png"), "is 4x4", "resize"});
   EXPECT_EQ(ImageFolder(path("mixed"), ImageFolderOptions().resize({4, 4})).get(1).data.shape(), (Shape{3, 4, 4}));
 
-  // A PNG whose header is whole but whose pixel data is cut: found at build time, fails on get().
+  // A PNG whose pixel data is cut after the data set was built fails on get()...
   write_png(path("cut/a/1.png"), 16, 16, 3, test_pixels(16, 16, 3, 5));
   const std::string png = read(path("cut/a/1.png"));
-  write_raw("cut/a/1.png", png.substr(0, 50));
   ImageFolder cut(path("cut"));
-  expect_error([&] { cut.get(0); }, {"[decode_image]", path("cut/a/1.png"), "cannot decode"});
-  // ... and through a DataLoader worker, on the training thread.
-  DataLoader loader(std::make_shared<ImageFolder>(path("cut")), DataLoaderOptions().num_workers(1));
-  expect_error([&] { all_targets(loader); }, {path("cut/a/1.png"), "cannot decode"});
+  auto cut_loader = std::make_shared<ImageFolder>(path("cut"));
+  write_raw("cut/a/1.png", png.substr(0, 50));
+  expect_error([&] { cut.get(0); }, {"[decode_image]", path("cut/a/1.png"), "more bytes than the file holds"});
+  // ... also through a DataLoader worker, on the training thread.
+  DataLoader loader(cut_loader, DataLoaderOptions().num_workers(1));
+  expect_error([&] { all_targets(loader); }, {path("cut/a/1.png"), "more bytes than the file holds"});
+  // Found by fuzz_image: a chunk that declares 2 GB in a file of a few bytes, refused before
+  // stb_image allocates it.
+  write_raw("lying/a/1.png", png_header(4, 4) + std::string("\x80\x00\x00\x00IDAT", 8));
+  expect_error([&] { ImageFolder(path("lying")).get(0); }, {path("lying/a/1.png"), "more bytes than the file holds"});
+  // A PNG whose compressed pixels are corrupt, chunks intact, is found when decoded.
+  std::string corrupt = png;
+  for (size_t i = 41; i < 49; ++i) corrupt[i] = '\xff';  // inside the IDAT data, after its 8-byte chunk header
+  write_raw("corrupt/a/1.png", corrupt);
+  expect_error([&] { ImageFolder(path("corrupt")).get(0); }, {path("corrupt/a/1.png"), "cannot decode"});
 
   expect_error([&] { ImageFolder(path("mixed"), ImageFolderOptions().channels(2)); }, {"channels must be 1 or 3"});
 }
