@@ -1,14 +1,16 @@
 # Thin wrapper: the build lives in CMake (CMakePresets.json).
 #   make deps    install the missing Debian packages (as root; otherwise prints the apt-get line)
-#   make build   configure and build (PRESET=release|debug|asan)
-#   make test    build and run every test
+#   make build   configure and build (PRESET=release|debug|asan|tsan)
+#   make test    build and run every test (PRESET=tsan: the threaded tests only, docs/fuzzing.md)
 #   make demo    build and train the example networks on Fashion-MNIST
+#   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
 PRESET ?= release
 JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 300
 # OpenMP threads sleep instead of spinning while they wait (Note [OpenMP wait policy]).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: deps build test demo clean
+.PHONY: deps build test demo fuzz clean
 
 deps:
 	@scripts/install-deps
@@ -24,6 +26,11 @@ test: build
 demo: build
 	./build/$(PRESET)/examples/train_mlp --epochs 2
 	./build/$(PRESET)/examples/train_resnet --epochs 1 --train-limit 6000
+
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+	fuzz/run $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build

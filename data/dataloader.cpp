@@ -19,9 +19,11 @@ namespace ember::data {
 
 namespace {
 
+// Rounding up as examples / b plus one for a remainder: (examples + b - 1) / b would overflow
+// for a batch size near INT64_MAX.
 int64_t batches_per_epoch(int64_t examples, const DataLoaderOptions& options) {
   const int64_t b = options.batch_size_;
-  return options.drop_last_ ? examples / b : (examples + b - 1) / b;
+  return examples / b + (!options.drop_last_ && examples % b != 0 ? 1 : 0);
 }
 
 }  // namespace
@@ -34,9 +36,11 @@ int64_t batches_per_epoch(int64_t examples, const DataLoaderOptions& options) {
 // claims the next batch number from a shared counter, makes the batch, and puts it in slot
 // k % capacity of a ring; the consumer waits for slot consumed % capacity to fill, so batches
 // come out in order whichever finishes first. A worker may only claim k < consumed + capacity:
-// that bounds the batches made ahead (capacity = prefetch * workers) and means the slot it
-// will fill has already been emptied. An exception thrown while making a batch is stored in its
-// slot and rethrown by next() on the consumer's thread when that batch is due.
+// that bounds the batches made ahead (capacity = prefetch * workers, at most the epoch's batch
+// count) and means the slot it will fill has already been emptied. Whatever a worker's batch
+// throws (an ember::Error, std::bad_alloc, anything) is stored in its slot and rethrown
+// unchanged by next() on the consumer's thread when that batch is due; nothing escapes a worker
+// thread, which would terminate the program.
 // Workers run with grad mode off (nothing they make needs a graph) and with one OpenMP thread:
 // they are parallel with each other already, and an OpenMP team per worker would fight the
 // training thread's team for the cores. Destroying the epoch stops the workers: each finishes
@@ -95,9 +99,12 @@ DataLoader::Epoch::Epoch(std::shared_ptr<const Dataset> dataset, const DataLoade
   }
   num_batches_ = batches_per_epoch(n, options);
 
-  slots_.resize(static_cast<size_t>(options.prefetch_) * static_cast<size_t>(options.num_workers_));
+  // More workers than batches, or a ring longer than the epoch, would only sit idle; capping
+  // both keeps a huge num_workers or prefetch from starting threads or allocating slots for nothing.
+  const int64_t num_workers = std::min<int64_t>(options.num_workers_, num_batches_);
+  slots_.resize(static_cast<size_t>(std::min(int64_t{options.prefetch_} * num_workers, num_batches_)));
   try {
-    for (int w = 0; w < options.num_workers_; ++w) workers_.emplace_back([this] { work(); });
+    for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });
   } catch (...) {  // could not start a thread: stop the ones running before giving up
     stop();
     throw;
@@ -118,9 +125,9 @@ void DataLoader::Epoch::stop() {
 
 Batch DataLoader::Epoch::make_batch(int64_t k) const {
   NoGradGuard no_grad;
-  const int64_t begin = k * batch_size_;
-  const int64_t end = std::min(begin + batch_size_, static_cast<int64_t>(order_.size()));
-  const std::span<const int64_t> indices(order_.data() + begin, static_cast<size_t>(end - begin));
+  const int64_t begin = k * batch_size_;  // below the example count, so it does not overflow
+  const int64_t count = std::min(batch_size_, static_cast<int64_t>(order_.size()) - begin);
+  const std::span<const int64_t> indices(order_.data() + begin, static_cast<size_t>(count));
   Batch batch = dataset_->get_batch(indices);
   if (transform_) {
     std::vector<RandomStream> streams;

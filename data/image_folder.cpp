@@ -1,13 +1,12 @@
-// ImageFolder: a directory scan at construction, stb_image decoding and our own resampling per get().
+// ImageFolder: a directory scan at construction, decoding (image_decode.h) and our own resampling per get().
 #include "data/image_folder.h"
-
-#include <stb/stb_image.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <memory>
+
+#include "data/image_decode.h"
 
 namespace ember::data {
 
@@ -91,15 +90,14 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
     const size_t before = files_.size();
     for (const fs::path& path : sorted_entries(class_dir, is_image_file)) {
       const std::string file = path.string();
-      int w = 0, h = 0, channels = 0;
-      EMBER_CHECK(stbi_info(file.c_str(), &w, &h, &channels), "[ImageFolder] ", file, ": not a readable image (",
-                  stbi_failure_reason(), ")");
+      const ImageInfo info = probe_image(read_image_file(file), options_.channels_, file);
+      const Pair size{info.height, info.width};
       if (!options_.resize_) {
         if (first_file.empty()) {
           first_file = file;
-          size_ = {h, w};
+          size_ = size;
         }
-        EMBER_CHECK((size_ == Pair{h, w}), "[ImageFolder] ", file, " is ", h, "x", w, " (height x width) but ",
+        EMBER_CHECK(size_ == size, "[ImageFolder] ", file, " is ", size[0], "x", size[1], " (height x width) but ",
                     first_file, " is ", size_[0], "x", size_[1],
                     "; pass ImageFolderOptions().resize({h, w}) to use images of different sizes");
       }
@@ -107,7 +105,7 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
       targets_.push_back(target);
     }
     EMBER_CHECK(files_.size() > before, "[ImageFolder] class folder ", class_dir.string(),
-                " holds no PNG, JPEG or BMP images");
+                " holds no .png, .jpg, .jpeg or .bmp files");
   }
   EMBER_CHECK(!classes_.empty(), "[ImageFolder] ", root, " has no class sub-folders");
 }
@@ -115,11 +113,8 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
 Example ImageFolder::get(int64_t index) const {
   check_index(index, "ImageFolder");
   const std::string& path = file(index);
-  int w = 0, h = 0, channels_in_file = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load(path.c_str(), &w, &h, &channels_in_file, options_.channels_), stbi_image_free);
-  EMBER_CHECK(pixels != nullptr, "[ImageFolder] ", path, ": cannot decode (", stbi_failure_reason(), ")");
-  return {to_chw_float(pixels.get(), h, w, options_.channels_, size_),
+  const DecodedImage image = decode_image(read_image_file(path), options_.channels_, path);
+  return {to_chw_float(image.pixels.get(), image.height, image.width, image.channels, size_),
           scalar_tensor(static_cast<double>(target(index)), kInt64)};
 }
 

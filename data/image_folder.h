@@ -1,10 +1,13 @@
 #pragma once
 // A folder of images with one sub-folder per class, like torchvision's ImageFolder:
-//   root/cat/001.png, root/cat/002.jpg, root/dog/001.bmp, ...
-// Classes are the sub-folders sorted by name (index = position); images are the PNG, JPEG and
-// BMP files of each, sorted by name. Every header is probed when the data set is built, so
-// unreadable files and mixed sizes are reported up front; pixels are decoded (stb_image) on
-// each get(), which is what DataLoader workers parallelise.
+//   root/cat/001.png, root/cat/002.png, root/dog/001.bmp, ...
+// Classes are the sub-folders sorted by name (index = position); images are the .png, .jpg,
+// .jpeg and .bmp files of each, sorted by name. Only PNG and BMP content is decoded, whatever
+// the extension, and only images of at most kMaxImageValues values; JPEG files are refused with
+// an error that says why (data/image_decode.h, Note [Untrusted images]). Every header is probed when the data set is
+// built, so unreadable files, refused formats, empty or oversized images and mixed sizes are
+// reported up front; pixels are decoded (stb_image) on each get(), which is what DataLoader
+// workers parallelise.
 #include <optional>
 #include <string>
 #include <vector>

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -22,6 +23,7 @@
 #include "core/ops.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "data/image_decode.h"
 #include "data/image_folder.h"
 
 using namespace ember;
@@ -271,6 +273,11 @@ TEST_F(DataFiles, BadHeaders) {
       write_gz("zero_then_huge.gz", idx_bytes({0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, ""));
   expect_error([&] { read_idx(zero_then_huge); },
                {zero_then_huge, "[0, 4294967295, 4294967295, 4294967295]", "more data than the file can hold"});
+  // Found by fuzz_idx: a zero dim makes the data empty, but the tensor's element count
+  // multiplies the others first, and 2^32 - 1 twice overflows int64.
+  expect_error([&] { read_idx(write_gz("zero.gz", idx_bytes({0xFFFFFFFF, 0xFFFFFFFF, 0}, ""))); },
+               {path("zero.gz"), "[4294967295, 4294967295, 0]", "more data than the file can hold"});
+  EXPECT_EQ(read_idx(write_gz("empty.gz", idx_bytes({0, 28, 28}, ""))).shape(), (Shape{0, 28, 28}));
   expect_error([&] { read_idx(write_gz("long.gz", idx_bytes({2, 4, 5}, data + "xx"))); },
                {path("long.gz"), "holds more data than the dims [2, 4, 5]"});
   expect_error([&] { read_idx(write_gz("short_data.gz", idx_bytes({2, 4, 5}, data.substr(0, 39)))); },
@@ -348,6 +355,31 @@ void write_bmp(const std::string& file, int w, int h, int channels, const std::v
   ASSERT_TRUE(stbi_write_bmp(file.c_str(), w, h, channels, pixels.data())) << file;
 }
 
+// A PNG's signature and IHDR chunk for a w x h 8-bit image of `color_type` (0 gray, 2 RGB):
+// the header stb_image reads sizes from, with no pixel data behind it.
+std::string png_header(uint32_t w, uint32_t h, uint8_t color_type = 2) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  std::string chunk = "IHDR" + be32(w) + be32(h) + std::string{8, static_cast<char>(color_type), 0, 0, 0};
+  const auto crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(chunk.data()), static_cast<unsigned>(chunk.size())));
+  return std::string("\x89PNG\r\n\x1a\n", 8) + be32(13) + chunk + be32(crc);
+}
+
+// A 24-bit BMP's file and info headers for a w x h image, then `pixels`.
+std::string bmp_file(int32_t w, int32_t h, const std::string& pixels) {
+  auto le = [](uint32_t v, int bytes) {
+    std::string out;
+    for (int i = 0; i < bytes; ++i) out += static_cast<char>(v >> (8 * i));
+    return out;
+  };
+  return "BM" + le(54 + static_cast<uint32_t>(pixels.size()), 4) + le(0, 4) + le(54, 4) + le(40, 4) +
+         le(static_cast<uint32_t>(w), 4) + le(static_cast<uint32_t>(h), 4) + le(1, 2) + le(24, 2) + le(0, 4) +
+         le(static_cast<uint32_t>(pixels.size()), 4) + std::string(16, '\0') + pixels;
+}
+
 }  // namespace
 
 TEST_F(DataFiles, ImageFolderClassesOrderAndPixels) {
@@ -400,9 +432,13 @@ TEST_F(DataFiles, ImageFolderErrors) {
   fs::create_directories(path("empty"));
   expect_error([&] { ImageFolder(path("empty")); }, {path("empty"), "has no class sub-folders"});
   write_raw("no_images/c/readme.txt", "x");
-  expect_error([&] { ImageFolder(path("no_images")); }, {path("no_images/c"), "holds no PNG, JPEG or BMP images"});
+  expect_error([&] { ImageFolder(path("no_images")); },
+               {path("no_images/c"), "holds no .png, .jpg, .jpeg or .bmp files"});
   write_raw("garbage/c/bad.png", "this is not a png");
-  expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a readable image"});
+  expect_error([&] { ImageFolder(path("garbage")); }, {path("garbage/c/bad.png"), "not a PNG or BMP file"});
+  // A PNG signature, then an end chunk where the header chunk must be.
+  write_raw("garbage_png/c/bad.png", std::string("\x89PNG\r\n\x1a\n\0\0\0\0IEND\xae\x42\x60\x82", 20));
+  expect_error([&] { ImageFolder(path("garbage_png")); }, {path("garbage_png/c/bad.png"), "not a readable image"});
 
   write_png(path("mixed/a/1.png"), 4, 4, 3, test_pixels(4, 4, 3, 0));
   write_png(path("mixed/b/1.png"), 6, 4, 3, test_pixels(6, 4, 3, 0));
@@ -410,17 +446,92 @@ TEST_F(DataFiles, ImageFolderErrors) {
                {path("mixed/b/1.png"), "is 4x6", path("mixed/a/1.png"), "is 4x4", "resize"});
   EXPECT_EQ(ImageFolder(path("mixed"), ImageFolderOptions().resize({4, 4})).get(1).data.shape(), (Shape{3, 4, 4}));
 
-  // A PNG whose header is whole but whose pixel data is cut: found at build time, fails on get().
+  // A PNG whose pixel data is cut after the data set was built fails on get()...
   write_png(path("cut/a/1.png"), 16, 16, 3, test_pixels(16, 16, 3, 5));
   const std::string png = read(path("cut/a/1.png"));
-  write_raw("cut/a/1.png", png.substr(0, 50));
   ImageFolder cut(path("cut"));
-  expect_error([&] { cut.get(0); }, {"[ImageFolder]", path("cut/a/1.png"), "cannot decode"});
-  // ... and through a DataLoader worker, on the training thread.
-  DataLoader loader(std::make_shared<ImageFolder>(path("cut")), DataLoaderOptions().num_workers(1));
-  expect_error([&] { all_targets(loader); }, {path("cut/a/1.png"), "cannot decode"});
+  auto cut_loader = std::make_shared<ImageFolder>(path("cut"));
+  write_raw("cut/a/1.png", png.substr(0, 50));
+  expect_error([&] { cut.get(0); }, {"[decode_image]", path("cut/a/1.png"), "more bytes than the file holds"});
+  // ... also through a DataLoader worker, on the training thread.
+  DataLoader loader(cut_loader, DataLoaderOptions().num_workers(1));
+  expect_error([&] { all_targets(loader); }, {path("cut/a/1.png"), "more bytes than the file holds"});
+  // Found by fuzz_image: a chunk that declares 2 GB in a file of a few bytes, refused before
+  // stb_image allocates it.
+  write_raw("lying/a/1.png", png_header(4, 4) + std::string("\x80\x00\x00\x00IDAT", 8));
+  expect_error([&] { ImageFolder(path("lying")).get(0); }, {path("lying/a/1.png"), "more bytes than the file holds"});
+  // A PNG whose compressed pixels are corrupt, chunks intact, is found when decoded.
+  std::string corrupt = png;
+  for (size_t i = 41; i < 49; ++i) corrupt[i] = '\xff';  // inside the IDAT data, after its 8-byte chunk header
+  write_raw("corrupt/a/1.png", corrupt);
+  expect_error([&] { ImageFolder(path("corrupt")).get(0); }, {path("corrupt/a/1.png"), "cannot decode"});
 
   expect_error([&] { ImageFolder(path("mixed"), ImageFolderOptions().channels(2)); }, {"channels must be 1 or 3"});
+}
+
+// Note [Untrusted images] in data/image_decode.cpp: stb_image picks its decoder from the bytes,
+// not the extension, so every format but PNG and BMP is refused before stb sees it.
+TEST_F(DataFiles, ImageFolderDecodesOnlyPngAndBmp) {
+  const std::string ppm = "P6\n2 2\n255\n" + std::string(12, '\x7f');
+  const std::map<std::string, std::string> others = {
+      {"ppm", ppm}, {"gif", "GIF89a\x02\x00\x02\x00"}, {"psd", "8BPS\x00\x01"}, {"hdr", "#?RADIANCE\n"},
+      {"tga", std::string("\x00\x00\x02\x00\x00\x00\x00\x00", 8)}, {"empty", ""}};
+  for (const auto& [name, bytes] : others) {
+    SCOPED_TRACE(name);
+    const std::string file = write_raw(name + "/c/image.png", bytes);
+    expect_error([&] { ImageFolder(path(name)); }, {"[decode_image]", file, "not a PNG or BMP file"});
+  }
+  // JPEG, whatever the extension: found by fuzz_image, stb_image 2.27's JPEG decoder writes
+  // out of bounds on a malformed Huffman table.
+  for (const std::string name : {"jpeg/c/a.jpg", "jpeg_as_png/c/a.png"}) {
+    fs::create_directories(fs::path(path(name)).parent_path());
+    const std::vector<uint8_t> pixels = test_pixels(4, 4, 3, 0);
+    ASSERT_TRUE(stbi_write_jpg(path(name).c_str(), 4, 4, 3, pixels.data(), 90));
+    expect_error([&] { ImageFolder(fs::path(path(name)).parent_path().parent_path().string()); },
+                 {"[decode_image]", path(name), "a JPEG file; ember refuses JPEG", "convert the images to PNG"});
+  }
+  // A file that was a PNG when the data set was built but is a PPM when read.
+  write_png(path("swapped/c/a.png"), 2, 2, 3, test_pixels(2, 2, 3, 0));
+  ImageFolder swapped(path("swapped"));
+  write_raw("swapped/c/a.png", ppm);
+  expect_error([&] { swapped.get(0); }, {"[decode_image]", path("swapped/c/a.png"), "first bytes 50 36 0a 32"});
+}
+
+TEST_F(DataFiles, ImageFolderRefusesEmptyImages) {
+  // stb_image reads a 0 x 0 BMP; resampling one would read outside it.
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{0, 0}, {0, 3}, {3, 0}}) {
+    const std::string name = "empty_" + std::to_string(w) + "x" + std::to_string(h);
+    const std::string file = write_raw(name + "/c/a.bmp", bmp_file(w, h, ""));
+    expect_error([&] { ImageFolder(path(name), ImageFolderOptions().resize({2, 2})); },
+                 {"[decode_image]", file, "has no pixels"});
+  }
+  // The same check guards get(), for a file emptied after the data set was built.
+  write_raw("later/c/a.bmp", bmp_file(1, 1, std::string(4, '\x10')));
+  ImageFolder later(path("later"), ImageFolderOptions().resize({2, 2}));
+  EXPECT_EQ(later.get(0).data.shape(), (Shape{3, 2, 2}));
+  write_raw("later/c/a.bmp", bmp_file(0, 0, ""));
+  expect_error([&] { later.get(0); }, {path("later/c/a.bmp"), "has no pixels"});
+}
+
+TEST_F(DataFiles, ImageFolderCapsThePixelCount) {
+  // 8192 x 8192 RGB is 3 * 2^26 values: refused from the header, before any pixel is inflated.
+  const std::string big = write_raw("big/c/a.png", png_header(8192, 8192));
+  expect_error([&] { ImageFolder(path("big"), ImageFolderOptions().resize({2, 2})); },
+               {"[decode_image]", big, "8192x8192", "201326592 values", "67108864"});
+  // Found by fuzz_image: width x height x channels of a BMP header overflowed int64.
+  const int32_t int_max = std::numeric_limits<int32_t>::max();
+  const std::string bmp_max = write_raw("bmp_max/c/a.bmp", bmp_file(int_max, int_max, ""));
+  expect_error([&] { ImageFolder(path("bmp_max")); }, {bmp_max, "13835058042397261827 values", "67108864"});
+  // Converting to more channels than the file has counts too: 8192 x 4096 gray is 2^25 values
+  // as 1 channel, 3 * 2^25 as 3.
+  write_raw("gray/c/a.png", png_header(8192, 4096, 0));
+  EXPECT_EQ(ImageFolder(path("gray"), ImageFolderOptions().channels(1)).image_size(), (Pair{4096, 8192}));
+  expect_error([&] { ImageFolder(path("gray"), ImageFolderOptions().channels(3)); }, {"100663296 values"});
+  // The cap itself is allowed.
+  const std::string at_cap = png_header(8192, 8192, 0), past_cap = png_header(8193, 8192, 0);
+  auto bytes = [](const std::string& s) { return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  EXPECT_EQ(probe_image(bytes(at_cap), 1, "at_cap.png").width, 8192);
+  expect_error([&] { probe_image(bytes(past_cap), 1, "past_cap.png"); }, {"past_cap.png", "67117056 values"});
 }
 
 // --- transforms ---
@@ -583,16 +694,19 @@ TEST(DataLoader, AugmentationDependsOnTheSampleNotItsBatch) {
 
 namespace {
 
+// Example `bad` throws: an ember::Error, a std::runtime_error or a std::bad_alloc.
+enum class Throws { Ember, Runtime, BadAlloc };
 struct Failing : Dataset {
   int64_t bad;
-  bool std_error;
+  Throws throws;
   mutable std::atomic<int> calls{0};
-  Failing(int64_t bad_, bool std_error_) : bad(bad_), std_error(std_error_) {}
+  Failing(int64_t bad_, Throws throws_) : bad(bad_), throws(throws_) {}
   int64_t size() const override { return 100; }
   Example get(int64_t i) const override {
     ++calls;
     if (i == bad) {
-      if (std_error) throw std::runtime_error("plain failure");
+      if (throws == Throws::Runtime) throw std::runtime_error("plain failure");
+      if (throws == Throws::BadAlloc) throw std::bad_alloc();
       EMBER_FAIL("[Failing] example ", i, " is broken");
     }
     return {full({2}, static_cast<double>(i)), scalar_tensor(static_cast<double>(i), kInt64)};
@@ -604,7 +718,8 @@ struct Failing : Dataset {
 TEST(DataLoader, WorkerExceptionsReachTheTrainingThread) {
   for (int workers : {0, 1, 4}) {
     SCOPED_TRACE(workers);
-    DataLoader loader(std::make_shared<Failing>(37, false), DataLoaderOptions().batch_size(5).num_workers(workers));
+    DataLoader loader(std::make_shared<Failing>(37, Throws::Ember),
+                      DataLoaderOptions().batch_size(5).num_workers(workers));
     int64_t batches = 0;
     try {
       for (Batch& b : loader) {
@@ -616,13 +731,20 @@ TEST(DataLoader, WorkerExceptionsReachTheTrainingThread) {
       EXPECT_NE(std::string(e.what()).find("[Failing] example 37 is broken"), std::string::npos);
     }
     EXPECT_EQ(batches, 7);  // batches 0..6 arrive, batch 7 (examples 35..39) rethrows
-    DataLoader other(std::make_shared<Failing>(0, true), DataLoaderOptions().num_workers(workers));
+    // Other exceptions arrive unchanged, also out of memory in a worker thread (it must not
+    // terminate the program there).
+    DataLoader other(std::make_shared<Failing>(0, Throws::Runtime), DataLoaderOptions().num_workers(workers));
     EXPECT_THROW(other.begin(), std::runtime_error);
+    DataLoader no_memory(std::make_shared<Failing>(12, Throws::BadAlloc),
+                         DataLoaderOptions().batch_size(4).num_workers(workers));
+    auto it = no_memory.begin();
+    for (int k = 0; k < 2; ++k) EXPECT_NO_THROW(++it);
+    EXPECT_THROW(++it, std::bad_alloc);  // batch 3, examples 12..15
   }
 }
 
 TEST(DataLoader, StoppingEarlyStopsTheWorkers) {
-  auto ds = std::make_shared<Failing>(-1, false);
+  auto ds = std::make_shared<Failing>(-1, Throws::Ember);
   {
     DataLoader loader(ds, DataLoaderOptions().batch_size(2).num_workers(3).prefetch(2));
     for (Batch& b : loader) {
@@ -657,6 +779,28 @@ TEST(DataLoader, EmptyDatasetAndOptionErrors) {
   expect_error([&] { DataLoader(ds, DataLoaderOptions().num_workers(-1)); }, {"num_workers"});
   expect_error([&] { DataLoader(ds, DataLoaderOptions().prefetch(0)); }, {"prefetch"});
   expect_error([&] { DataLoader(nullptr); }, {"null data set"});
+}
+
+// Batch counts for batch sizes near INT64_MAX, where (n + b - 1) / b would overflow.
+TEST(DataLoader, HugeBatchSizePrefetchAndWorkerCounts) {
+  auto ds = counting_dataset(10);
+  for (int64_t b : {int64_t{11}, std::numeric_limits<int64_t>::max() - 1, std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(b);
+    DataLoader loader(ds, DataLoaderOptions().batch_size(b).num_workers(2));
+    EXPECT_EQ(loader.size(), 1);
+    std::vector<int64_t> sizes;
+    EXPECT_EQ(all_targets(loader, &sizes), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    EXPECT_EQ(sizes, (std::vector<int64_t>{10}));
+    DataLoader dropping(ds, DataLoaderOptions().batch_size(b).drop_last(true));
+    EXPECT_EQ(dropping.size(), 0);
+    EXPECT_TRUE(dropping.begin() == dropping.end());
+  }
+  // The ring holds at most the epoch's batches and there is at most one worker per batch, so
+  // a huge prefetch or worker count allocates and starts nothing extra.
+  DataLoader deep(ds, DataLoaderOptions().batch_size(3).num_workers(2).prefetch(std::numeric_limits<int>::max()));
+  EXPECT_EQ(all_targets(deep).size(), 10u);
+  DataLoader crowded(ds, DataLoaderOptions().batch_size(5).num_workers(std::numeric_limits<int>::max()));
+  EXPECT_EQ(all_targets(crowded).size(), 10u);
 }
 
 TEST(DataLoader, FashionMNISTBatches) {

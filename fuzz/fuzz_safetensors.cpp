@@ -1,0 +1,17 @@
+// libFuzzer target: load_safetensors (nn/serialize.h) on arbitrary files. Bad input must be an
+// ember::Error; anything else escaping, or a sanitizer report, is a finding.
+#include <cstdint>
+
+#include "core/check.h"
+#include "fuzz/input_file.h"
+#include "nn/serialize.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const ember::fuzz::InputFile file(".safetensors");
+  ember::nn::Metadata metadata;
+  try {
+    ember::nn::load_safetensors(file.write(data, size), &metadata);
+  } catch (const ember::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,122 @@
+// Writes the fuzz targets' seed corpora: for each target a few small valid files, made by
+// ember's and stb's own writers, and a few broken ones derived from them. The output is
+// committed under fuzz/corpus/; run `write_seeds fuzz/corpus` after changing this file.
+#include <stb/stb_image_write.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "core/ops.h"
+#include "nn/serialize.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path out_dir;
+
+void write(const std::string& target, const std::string& name, const std::string& bytes) {
+  fs::create_directories(out_dir / target);
+  std::ofstream(out_dir / target / name, std::ios::binary) << bytes;
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Every valid seed also goes in truncated to half its size, and with one byte flipped.
+void write_with_broken(const std::string& target, const std::string& name, const std::string& bytes) {
+  write(target, name, bytes);
+  write(target, name + ".cut", bytes.substr(0, bytes.size() / 2));
+  std::string flipped = bytes;
+  flipped[flipped.size() * 2 / 3] ^= 0x5a;
+  write(target, name + ".flip", flipped);
+}
+
+void json_seeds() {
+  write_with_broken("json", "header.json",
+                    R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})");
+  write_with_broken("json", "nested.json", R"([[[1,-2]],{"a":[]},{},"\u00e9\ud83d\ude00\n\"\\"])");
+  write("json", "fraction.json", "[1.5]");
+  write("json", "duplicate.json", R"({"a":1,"a":2})");
+  write("json", "deep.json", std::string(200, '[') + std::string(200, ']'));
+}
+
+void safetensors_seeds(const fs::path& scratch) {
+  const fs::path file = scratch / "seed.safetensors";
+  ember::nn::save_safetensors({{"bias", ember::arange(3.0)}, {"weight", ember::ones({2, 2}, ember::kFloat64)}},
+                              file.string(), {{"format", "pt"}});
+  write_with_broken("safetensors", "two_tensors.safetensors", read(file));
+  ember::nn::save_safetensors({{"empty", ember::empty({0, 4}, ember::kUInt8)}}, file.string());
+  write_with_broken("safetensors", "empty_tensor.safetensors", read(file));
+  write("safetensors", "huge_header_size.safetensors", std::string(8, '\xff') + "{}");
+}
+
+std::string gzip(const std::string& bytes) {
+  std::string out(compressBound(static_cast<uLong>(bytes.size())) + 32, '\0');
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // 15 + 16: gzip wrapper
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+void idx_seeds() {
+  // magic 00 00 08 <dims>, big-endian uint32 dims, then the bytes.
+  const std::string images = std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x03", 16) + "abcdefghijkl";
+  const std::string labels = std::string("\0\0\x08\x01\0\0\0\x02", 8) + "\x01\x07";
+  write_with_broken("idx", "images.idx.gz", gzip(images));
+  write_with_broken("idx", "labels.idx.gz", gzip(labels));
+  write("idx", "images.idx", images);
+  write("idx", "float_type.idx", std::string("\0\0\x0d\x01\0\0\0\x01", 8) + "abcd");
+}
+
+void append(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+
+void image_seeds() {
+  // A 5 x 3 RGB gradient, and a 2 x 2 gray one.
+  unsigned char rgb[5 * 3 * 3], gray[4] = {0, 80, 160, 240};
+  for (int i = 0; i < 5 * 3 * 3; ++i) rgb[i] = static_cast<unsigned char>(i * 6);
+  std::string png, png_gray, jpg, bmp;
+  stbi_write_png_to_func(append, &png, 5, 3, 3, rgb, 5 * 3);
+  stbi_write_png_to_func(append, &png_gray, 2, 2, 1, gray, 2);
+  stbi_write_jpg_to_func(append, &jpg, 5, 3, 3, rgb, 90);
+  stbi_write_bmp_to_func(append, &bmp, 5, 3, 3, rgb);
+  write_with_broken("image", "rgb.png", png);
+  write_with_broken("image", "gray.png", png_gray);
+  write_with_broken("image", "rgb.jpg", jpg);
+  write_with_broken("image", "rgb.bmp", bmp);
+  write("image", "refused.ppm", "P6\n1 1\n255\n\x10\x20\x30");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT_DIR (e.g. fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  out_dir = argv[1];
+  const fs::path scratch = fs::temp_directory_path() / ("ember_write_seeds_" + std::to_string(::getpid()));
+  fs::create_directories(scratch);
+  json_seeds();
+  safetensors_seeds(scratch);
+  idx_seeds();
+  image_seeds();
+  fs::remove_all(scratch);
+  return 0;
+}
