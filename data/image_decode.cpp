@@ -68,7 +68,7 @@ std::string first_bytes_hex(std::span<const uint8_t> b) {
 
 }  // namespace
 
-ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name) {
+ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name, int64_t max_values) {
   EMBER_CHECK(channels >= 1 && channels <= 4, "[decode_image] ", name, ": channels must be 1 to 4, got ", channels);
   EMBER_CHECK(!starts_with(bytes, {0xFF, 0xD8, 0xFF}), "[decode_image] ", name,
               ": a JPEG file; ember refuses JPEG because the JPEG decoder of the stb_image it links is "
@@ -89,14 +89,15 @@ ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::s
   // sizes), and times 4 channels that passes INT64_MAX, though not UINT64_MAX.
   const int decoded_channels = std::max(c, channels);
   const uint64_t values = uint64_t(w) * uint64_t(h) * uint64_t(decoded_channels);
-  EMBER_CHECK(values <= uint64_t{kMaxImageValues}, "[decode_image] ", name, ": a ", h, "x", w, " image with ",
-              decoded_channels, " channels needs ", values, " values, more than the ", kMaxImageValues,
+  EMBER_CHECK(max_values >= 0 && values <= static_cast<uint64_t>(max_values), "[decode_image] ", name, ": a ", h, "x",
+              w, " image with ", decoded_channels, " channels needs ", values, " values, more than the ", max_values,
               " ember decodes");
   return {h, w, c};
 }
 
-DecodedImage decode_image(std::span<const uint8_t> bytes, int channels, const std::string& name) {
-  const ImageInfo info = probe_image(bytes, channels, name);
+DecodedImage decode_image(std::span<const uint8_t> bytes, int channels, const std::string& name,
+                          int64_t max_values) {
+  const ImageInfo info = probe_image(bytes, channels, name, max_values);
   DecodedImage out;
   int w = 0, h = 0, c = 0;
   out.pixels = {stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, channels),

@@ -27,11 +27,13 @@ struct DecodedImage {
 
 // The header of `bytes`, the contents of the file `name` (used in messages). Throws an
 // ember::Error naming the file when it is not PNG or BMP, is unreadable, has no pixels,
-// or needs more than kMaxImageValues values when decoded to `channels` (1 to 4).
-ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name);
+// or needs more than `max_values` values when decoded to `channels` (1 to 4).
+ImageInfo probe_image(std::span<const uint8_t> bytes, int channels, const std::string& name,
+                      int64_t max_values = kMaxImageValues);
 
 // probe_image's checks, then the pixels converted to `channels` (stb_image's conversion).
-DecodedImage decode_image(std::span<const uint8_t> bytes, int channels, const std::string& name);
+DecodedImage decode_image(std::span<const uint8_t> bytes, int channels, const std::string& name,
+                          int64_t max_values = kMaxImageValues);
 
 // The whole file, for probe_image and decode_image. Throws naming the file if it cannot be read.
 std::vector<uint8_t> read_image_file(const std::string& path);

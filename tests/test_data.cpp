@@ -532,6 +532,10 @@ TEST_F(DataFiles, ImageFolderCapsThePixelCount) {
   auto bytes = [](const std::string& s) { return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
   EXPECT_EQ(probe_image(bytes(at_cap), 1, "at_cap.png").width, 8192);
   expect_error([&] { probe_image(bytes(past_cap), 1, "past_cap.png"); }, {"past_cap.png", "67117056 values"});
+  // A caller may set a lower cap (the image fuzzer does).
+  const std::string small = png_header(16, 16, 0);
+  EXPECT_EQ(probe_image(bytes(small), 1, "small.png", 256).width, 16);
+  expect_error([&] { probe_image(bytes(small), 1, "small.png", 255); }, {"small.png", "256 values, more than the 255"});
 }
 
 // --- transforms ---
