@@ -63,6 +63,7 @@ bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
 
 enum class UnaryOp {
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluDerivative,
+  Silu, SiluDerivative,  // x * sigmoid(x) and its derivative sigmoid(x) * (1 + x * (1 - sigmoid(x)))
   PowScalar,   // x ^ a
   Clamp,       // min(max(x, a), b)
   InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
@@ -173,6 +174,23 @@ using BatchNormApplyFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, 
 using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                                  const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                  const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+// x contiguous [rows, cols], normalised over cols: out = (x - mean) * rstd * weight + bias, with
+// weight/bias [cols] or undefined; writes the statistics mean[rows] and rstd[rows] =
+// 1 / sqrt(biased variance + eps), in x's dtype (Note [Layer-norm statistics]).
+using LayerNormFwdFn = void(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                            const Tensor& mean, const Tensor& rstd);
+// Writes grad_x [rows, cols] and, where defined, grad_weight and grad_bias [cols] (Note
+// [Layer-norm backward]).
+using LayerNormBwdFn = void(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                            const Tensor& grad_bias);
+// weight contiguous [num, dim], indices contiguous int64 [n]: out[j] = weight[indices[j]]. The op
+// checks ids it can see on the host; an id outside [0, num) that reaches a kernel gives a NaN row
+// (Note [Embedding ids on the device]).
+using EmbeddingFwdFn = void(const Tensor& weight, const Tensor& indices, const Tensor& out);
+// The adjoint: grad_weight [num, dim] is written (not accumulated): row r is the sum of the
+// grad[j] whose id is r, added in j order, zero for ids that never occur (Note [Embedding backward]).
+using EmbeddingBwdFn = void(const Tensor& grad, const Tensor& indices, const Tensor& grad_weight);
 
 // x contiguous: fingerprint::finish of the sums of fingerprint::add_element over its elements
 // (Note [Tensor fingerprints]); the same 64 bits on every device
@@ -207,6 +225,10 @@ inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg
 inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
 inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
 inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
+inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward"};
+inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward"};
+inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward"};
+inline Kernel<EmbeddingBwdFn> embedding_backward{"embedding_backward"};
 inline Kernel<FingerprintFn> fingerprint{"fingerprint"};
 
 }  // namespace ember::kernels

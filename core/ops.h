@@ -4,6 +4,7 @@
 // two dtypes compute in the wider one (uint8 < int64 < float32 < float64). Comparisons return
 // uint8 masks (0/1) and carry no gradient.
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -34,7 +35,11 @@ Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
+// condition is a uint8 mask; condition, a and b broadcast together.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// x where mask is 0, value where it is 1; the uint8 mask broadcasts to x's shape.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
@@ -81,6 +86,12 @@ Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor min(const Tensor& x);
 Tensor min(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, no gradient
+// Variance over dims: sum((x - mean)^2) / (N - correction), N the number of reduced elements;
+// correction = 1 is the unbiased estimator (PyTorch's default). N <= correction divides by zero
+// (inf or NaN), as PyTorch. stddev is sqrt(var): PyTorch's std, renamed because a function
+// called std would make every unqualified std(...) ambiguous under `using namespace ember`.
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x's shape).
@@ -103,6 +114,17 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Views (narrow) of x along dim, differentiable. chunk cuts `chunks` pieces of ceil(size /
+// chunks) elements, the last one smaller, so it may return fewer than `chunks` (as PyTorch).
+// split cuts pieces of split_size (the last one smaller), or of the given sizes, which must add
+// up to the size of dim.
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim = 0);
+// (core/ops/triangle.cpp) The lower (tril) or upper (triu) triangle of the last two dims, zero elsewhere: element (i, j)
+// is kept when j - i <= diagonal (tril) or j - i >= diagonal (triu).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 
 // --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, norm.cpp,
 // random.cpp). Images are NCHW; pairs are {height, width}. ---
@@ -131,9 +153,31 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // eps must be finite and > 0 (a negative eps gives NaN), momentum finite and in [0, 1]; `op` names
 // the caller in the error. batch_norm and the BatchNorm modules check with this.
 void check_batch_norm_options(double eps, double momentum, const char* op);
+// Layer normalisation over the trailing dims given by normalized_shape: each row is normalised
+// with its own mean and biased variance, then scaled by weight and shifted by bias (both of
+// normalized_shape, or undefined). One fused kernel each way (Note [Layer-norm statistics]).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 // Inverted dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p).
 // Draws from the default generator of x's device; identity when !training or p == 0.
 Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// --- transformer building blocks (core/ops/embedding.cpp, core/ops/triangle.cpp, core/ops/attention.cpp) ---
+// Looks up rows of a table: weight [num_embeddings, dim], indices int64 of any shape; the result
+// has shape indices.shape + [dim] (PyTorch's F.embedding(indices, weight); the table comes first
+// here, as in index_select(weight, 0, indices)). Ids must lie in [0, num_embeddings): indices on
+// the host are checked; for indices on a GPU see Note [Embedding ids on the device]. Repeated ids
+// add their gradients, deterministically on every device (Note [Embedding backward]).
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// uint8 [size, size] mask, 1 where query i may attend to key j (j <= i): tril of ones.
+Tensor causal_mask(int64_t size, Device device = kCPU);
+// softmax(q @ k^T * scale + mask) @ v over q [..., L, E], k [..., S, E], v [..., S, Ev] (equal
+// leading dims) -> [..., L, Ev]. scale defaults to 1 / sqrt(E). causal masks key j > query i.
+// attn_mask broadcasts to [..., L, S]: uint8 (1 = may attend) or floating (added to the scores).
+// A query that may attend to no key gets NaN, as in PyTorch's math path. Note [What attention
+// saves] lists what the backward keeps.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+                                    const Tensor& attn_mask = Tensor(), std::optional<double> scale = std::nullopt);
 
 // --- fingerprints (core/ops/fingerprint.cpp) ---
 // 64 bits that change when any element of x changes, the same on every device (Note [Tensor

@@ -43,6 +43,11 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + erf(v * kSqrt1_2));
     else if constexpr (kOp == UnaryOp::GeluDerivative)
       return C(0.5) * (C(1) + erf(v * kSqrt1_2)) + v * kInvSqrt2Pi * exp(C(-0.5) * v * v);
+    else if constexpr (kOp == UnaryOp::Silu) return v / (C(1) + exp(-v));
+    else if constexpr (kOp == UnaryOp::SiluDerivative) {
+      const C s = C(1) / (C(1) + exp(-v));
+      return s * (C(1) + v * (C(1) - s));
+    }
     else if constexpr (kOp == UnaryOp::PowScalar) return pow(v, a);
     else if constexpr (kOp == UnaryOp::Clamp) return v < a ? a : (v > b ? b : v);
     else if constexpr (kOp == UnaryOp::InRange) return C(v >= a && v <= b);
@@ -87,6 +92,8 @@ void unary_cuda(UnaryOp op, const Tensor& x, const Tensor& out, double a, double
       case UnaryOp::Tanh: return launch_unary<T, UnaryOp::Tanh>(x, out, a, b);
       case UnaryOp::Gelu: return launch_unary<T, UnaryOp::Gelu>(x, out, a, b);
       case UnaryOp::GeluDerivative: return launch_unary<T, UnaryOp::GeluDerivative>(x, out, a, b);
+      case UnaryOp::Silu: return launch_unary<T, UnaryOp::Silu>(x, out, a, b);
+      case UnaryOp::SiluDerivative: return launch_unary<T, UnaryOp::SiluDerivative>(x, out, a, b);
       case UnaryOp::PowScalar: return launch_unary<T, UnaryOp::PowScalar>(x, out, a, b);
       case UnaryOp::Clamp: return launch_unary<T, UnaryOp::Clamp>(x, out, a, b);
       case UnaryOp::InRange: return launch_unary<T, UnaryOp::InRange>(x, out, a, b);

@@ -258,6 +258,7 @@ TEST(Cuda, EveryUnaryOp) {
       {UnaryOp::Sign, 0, 0, false},         {UnaryOp::Relu, 0, 0, false},
       {UnaryOp::Sigmoid, 0, 0, false},      {UnaryOp::Tanh, 0, 0, false},
       {UnaryOp::Gelu, 0, 0, false},         {UnaryOp::GeluDerivative, 0, 0, false},
+      {UnaryOp::Silu, 0, 0, false},         {UnaryOp::SiluDerivative, 0, 0, false},
       {UnaryOp::PowScalar, 2.5, 0, true},   {UnaryOp::Clamp, -0.5, 0.7, false},
       {UnaryOp::InRange, -0.5, 0.7, false}, {UnaryOp::LeakyRelu, 0.1, 0, false},
       {UnaryOp::AffineScalar, -1.5, 0.25, false},
@@ -506,6 +507,56 @@ TEST(Cuda, IndexingMatchesCpuBitwise) {
   const Tensor picks = from_vector({1, 1, 0, 2, 2, 2, 0, 1, 1, 0, 0, 0}, {2, 3, 2}, kInt64);
   expect_same_forward_backward([&](const std::vector<Tensor>& v) { return gather(v[0], 1, picks.to(v[0].device())); },
                                {randn({2, 4, 2})}, 0.0);
+}
+
+TEST(Cuda, TransformerOpsMatchCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == kFloat32 ? 1e-5 : 1e-10;
+    auto sample_of = [&](const Shape& shape) { return randn(shape).to(dtype); };
+    // layer_norm: with and without affine parameters, a row longer than a block, a large mean
+    expect_same_forward_backward([](const std::vector<Tensor>& v) { return layer_norm(v[0], {3, 8}, v[1], v[2]); },
+                                 {sample_of({5, 3, 8}) * 3.0 + 2.0, sample_of({3, 8}), sample_of({3, 8})}, tol);
+    expect_same_forward_backward([](const std::vector<Tensor>& v) { return layer_norm(v[0], {700}); },
+                                 {sample_of({4, 700}) + 100.0}, tol);
+    expect_same_forward_backward([](const std::vector<Tensor>& v) { return silu(v[0]); }, {sample_of({6, 7})}, tol);
+    expect_same_forward_backward([](const std::vector<Tensor>& v) { return stddev(var(v[0], {0, 2}), {0}, 0); },
+                                 {sample_of({4, 5, 6})}, tol);
+    // masked_fill, tril and triu build their masks on the tensor's device
+    const Tensor mask = (randn({3, 1, 5}) > 0.0);
+    expect_same_forward_backward([&](const std::vector<Tensor>& v) {
+      return masked_fill(tril(v[0], -1) + triu(v[0], 2), mask.to(v[0].device()), -2.0);
+    }, {sample_of({3, 4, 5})}, 0.0);
+    // attention with a causal mask, a padding mask and a float mask
+    const Tensor keep = from_vector({1, 1, 0, 1, 1, 1, 0}, {7}).to(kUInt8), bias = sample_of({5, 7});
+    expect_same_forward_backward([&](const std::vector<Tensor>& v) {
+      const Device d = v[0].device();
+      return scaled_dot_product_attention(v[0], v[1], v[2], true, keep.to(d)) +
+             scaled_dot_product_attention(v[0], v[1], v[2], false, bias.to(d), 0.3);
+    }, {sample_of({2, 3, 5, 4}), sample_of({2, 3, 7, 4}), sample_of({2, 3, 7, 6})}, tol);
+  }
+}
+
+TEST(Cuda, EmbeddingMatchesCpuBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Many repeated ids: the sorted runs add their rows in the CPU's order (Note [Embedding ids on
+  // the device] in cuda/embedding.cu), so the gradients are equal bit for bit.
+  const Tensor ids = randint(0, 37, {30, 200});
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    expect_same_forward_backward([&](const std::vector<Tensor>& v) { return embedding(v[0], ids.to(v[0].device())); },
+                                 {randn({40, 19}).to(dtype)}, 0.0);
+  }
+  // Ids on the GPU are not checked on the host: an out-of-range id gives a NaN row and no gradient.
+  const Tensor weight = ones({4, 3}, TensorOptions(kFloat32).with_device(kCUDA)).requires_grad_();
+  const Tensor bad = from_vector({1, 9, -1}, {3}, kInt64).to(kCUDA);
+  Tensor y = embedding(weight, bad);
+  const std::vector<double> got = y.to(kCPU).to_vector<double>();
+  EXPECT_EQ(got[0], 1.0);
+  EXPECT_TRUE(std::isnan(got[3]) && std::isnan(got[6]));
+  sum(y.narrow(0, 0, 1)).backward();
+  EXPECT_EQ(weight.grad().to(kCPU).to_vector<double>(), (std::vector<double>{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
 }
 
 TEST(Cuda, RandomNumbersEqualCpu) {

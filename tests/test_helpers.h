@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/gradcheck.h"
 #include "core/check.h"
 #include "core/tensor.h"
 
@@ -30,5 +31,17 @@ inline void expect_near(const Tensor& t, const std::vector<double>& expected, do
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tol) << "element " << i;
 }
+
+// A float64 leaf with values in [lo, hi) that requires grad: an input for gradcheck.
+inline Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
+  return (rand(shape, kFloat64) * (hi - lo) + lo).detach().requires_grad_();
+}
+
+// Expects autograd::gradcheck(fn, inputs, ...) to pass; on failure prints its first mismatch.
+#define EXPECT_GRADCHECK(fn, ...)                                     \
+  do {                                                                \
+    auto result = ::ember::autograd::gradcheck(fn, __VA_ARGS__);      \
+    EXPECT_TRUE(result.ok) << result.message;                         \
+  } while (0)
 
 }  // namespace ember::testutil

@@ -13,22 +13,11 @@
 using namespace ember;
 using testutil::expect_error;
 using testutil::expect_near;
+using testutil::leaf;
 using testutil::values;
-using autograd::gradcheck;
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 namespace {
-
-// A float64 leaf with values in [lo, hi) that requires grad.
-Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
-  return (rand(shape, kFloat64) * (hi - lo) + lo).detach().requires_grad_();
-}
-
-#define EXPECT_GRADCHECK(fn, ...)                                   \
-  do {                                                              \
-    auto result = gradcheck(fn, __VA_ARGS__);                       \
-    EXPECT_TRUE(result.ok) << result.message;                       \
-  } while (0)
 
 class Ops : public ::testing::Test {
  protected:

@@ -79,6 +79,12 @@ void unary_cpu(kernels::UnaryOp op, const Tensor& x, const Tensor& out, double a
         return unary_loop<T>(x, out, [=](C v) {
           return C(0.5) * (C(1) + vmath::erf(v * kSqrt1_2)) + v * kInvSqrt2Pi * vmath::exp(C(-0.5) * v * v);
         });
+      case UnaryOp::Silu: return unary_loop<T>(x, out, [](C v) { return v / (C(1) + vmath::exp(-v)); });
+      case UnaryOp::SiluDerivative:
+        return unary_loop<T>(x, out, [](C v) {
+          const C s = C(1) / (C(1) + vmath::exp(-v));
+          return s * (C(1) + v * (C(1) - s));
+        });
       case UnaryOp::PowScalar: return unary_loop<T>(x, out, [=](C v) { return std::pow(v, ca); });
       case UnaryOp::Clamp: return unary_loop<T>(x, out, [=](C v) { return v < ca ? ca : (v > cb ? cb : v); });
       case UnaryOp::InRange: return unary_loop<T>(x, out, [=](C v) { return C(v >= ca && v <= cb); });

@@ -210,6 +210,10 @@ struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, false> {
   static constexpr const char* name = "gelu";
   static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::GeluDerivative, x); }
 };
+struct Silu : UnaryFunction<Silu, UnaryOp::Silu, false> {
+  static constexpr const char* name = "silu";
+  static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::SiluDerivative, x); }
+};
 
 // The unary ops with scalar parameters (leaky_relu's slope, pow's exponent, clamp's bounds):
 // each declares them by name as its State, in the order of the kernel's (a, b), and gives f' as
@@ -270,10 +274,12 @@ struct Where : Function<Where> {
       kernels::where[a.device()](cond.expand(shape), a.to(dtype).expand(shape), b.to(dtype).expand(shape), out);
     return out;
   }
+  // Routed by where itself rather than multiplied by the mask: any nonzero condition selects a,
+  // so a mask holding 2 must not double a's gradient (nor give b a negative one).
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor mask = c.saved(0).to(g.dtype());
-    return {Tensor(), c.needs_input_grad(1) ? reduce_grad(g * mask, s.a) : Tensor(),
-            c.needs_input_grad(2) ? reduce_grad(g * (1.0 - mask), s.b) : Tensor()};
+    Tensor cond = c.saved(0), zero = ops::wrap_scalar(0.0, g);
+    return {Tensor(), c.needs_input_grad(1) ? reduce_grad(where(cond, g, zero), s.a) : Tensor(),
+            c.needs_input_grad(2) ? reduce_grad(where(cond, zero, g), s.b) : Tensor()};
   }
 };
 
@@ -321,7 +327,18 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::ap
 Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
 Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
+Tensor silu(const Tensor& x) { return Silu::apply(x); }
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) { return Where::apply(condition, a, b); }
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  ops::check_defined(x, "masked_fill");
+  ops::check_defined(mask, "masked_fill", "mask");
+  EMBER_CHECK(mask.dtype() == kUInt8, "[masked_fill] mask must be a uint8 mask, got ", mask.dtype(), " of shape ",
+              shape_str(mask.shape()));
+  ops::check_same_device(x, mask, "masked_fill");
+  EMBER_CHECK(ops::broadcasts_to(mask.shape(), x.shape()), "[masked_fill] mask of shape ",
+              shape_str(mask.shape()), " does not broadcast to the input shape ", shape_str(x.shape()));
+  return where(mask, ops::wrap_scalar(value, x), x);
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Eq, a, b, "eq"); }
 Tensor ne(const Tensor& a, const Tensor& b) { return ops::binary_kernel(BinaryOp::Ne, a, b, "ne"); }

@@ -21,6 +21,16 @@ inline void check_floating(const Tensor& t, const char* op) {
               shape_str(t.shape()));
 }
 
+// Whether a tensor of shape `from` broadcasts to `to` without changing `to` (a mask to the tensor
+// it masks): aligned from the right, each dim of `from` is 1 or equal to that of `to`.
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d)
+    if (from[d] != 1 && from[d] != to[lead + d]) return false;
+  return true;
+}
+
 inline Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   return empty(shape, TensorOptions(dtype).with_device(device));
 }

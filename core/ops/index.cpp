@@ -1,4 +1,6 @@
-// Indexing and joining: index_select, gather, cat, stack.
+// Indexing, joining and splitting: index_select, gather, cat, stack, split, chunk.
+#include <algorithm>
+
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -170,6 +172,44 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     expanded.push_back(tensors[i].unsqueeze(d));
   }
   return cat(expanded, d);
+}
+
+std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim) {
+  ops::check_defined(x, "split");
+  EMBER_CHECK(x.dim() > 0, "[split] cannot split a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    EMBER_CHECK(size >= 0, "[split] sizes ", shape_str(sizes), " must not be negative");
+    total += size;
+  }
+  EMBER_CHECK(total == x.size(d), "[split] sizes ", shape_str(sizes), " add up to ", total, " but dim ", d,
+              " of the input of shape ", shape_str(x.shape()), " has size ", x.size(d));
+  std::vector<Tensor> pieces;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    pieces.push_back(x.narrow(d, offset, size));
+    offset += size;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  ops::check_defined(x, "split");
+  EMBER_CHECK(x.dim() > 0, "[split] cannot split a 0-dim tensor");
+  EMBER_CHECK(split_size > 0, "[split] split_size must be > 0, got ", split_size);
+  const int64_t n = x.size(wrap_dim(dim, x.dim(), "split"));
+  Shape sizes(static_cast<size_t>(n / split_size), split_size);
+  if (n % split_size != 0 || n == 0) sizes.push_back(n % split_size);  // the short last piece
+  return split(x, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  ops::check_defined(x, "chunk");
+  EMBER_CHECK(x.dim() > 0, "[chunk] cannot chunk a 0-dim tensor");
+  EMBER_CHECK(chunks > 0, "[chunk] chunks must be > 0, got ", chunks);
+  const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
+  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, 1), dim);
 }
 
 }  // namespace ember

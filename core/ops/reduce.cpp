@@ -1,4 +1,4 @@
-// Reductions (sum, mean, max, min, argmax) and softmax/log_softmax.
+// Reductions (sum, mean, max, min, argmax, var, stddev) and softmax/log_softmax.
 #include <algorithm>
 #include <cmath>
 
@@ -104,6 +104,34 @@ struct Reduce : Function<Reduce<Op>> {
   }
 };
 
+// sum((x - mean)^2) / divisor over dims, divisor = max(N - correction, 0) for N reduced elements.
+// Saves x and its mean (small: the keepdim shape), not the centred copy of x; the backward is
+// 2 (x - mean) / divisor times the gradient (the mean's own dependence on x cancels because the
+// centred values sum to zero).
+struct Var : Function<Var> {
+  static constexpr const char* name = "var";
+  struct State {
+    Shape input_shape;
+    Shape dims;  // the reduced dims, sorted and non-negative
+    double divisor;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+    Shape norm = normalize_dims(dims, x.dim(), name);
+    const auto count = static_cast<double>(count_of(x.shape(), norm));
+    s = {x.shape(), norm, std::max(count - static_cast<double>(correction), 0.0)};
+    Tensor mu = reduce_dims(ReduceOp::Mean, x, norm, name);
+    Tensor centred = x - mu;
+    Tensor v = reduce_dims(ReduceOp::Sum, centred * centred, norm, name) / s.divisor;
+    c.save(x);
+    c.save(mu);
+    return keepdim ? v : v.view(squeezed_shape(x.shape(), norm));
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    Tensor gk = g.reshape(keepdim_shape(s.input_shape, s.dims));
+    return {gk * (c.saved(0) - c.saved(1)) * (2.0 / s.divisor)};
+  }
+};
+
 template <bool Log>
 struct Softmax : Function<Softmax<Log>> {
   static constexpr const char* name = Log ? "log_softmax" : "softmax";
@@ -148,6 +176,16 @@ Tensor max(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<Red
 Tensor max(const Tensor& x) { return max(x, {}, false); }
 Tensor min(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Min>::apply(x, dims, keepdim); }
 Tensor min(const Tensor& x) { return min(x, {}, false); }
+
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  ops::check_defined(x, "var");
+  ops::check_floating(x, "var");
+  EMBER_CHECK(correction >= 0, "[var] correction must be >= 0, got ", correction);
+  return Var::apply(x, dims, correction, keepdim);
+}
+Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, x.dim(), "argmax");

@@ -1,0 +1,86 @@
+// Layer normalisation: one fused kernel computes the per-row statistics and the output, another
+// the three gradients (Note [Layer-norm statistics], Note [Layer-norm backward] in
+// core/cpu/layer_norm.cpp).
+#include <cmath>
+
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+
+namespace {
+
+// x is contiguous and seen as [rows, cols], cols the product of normalized_shape. Saves x, the
+// weight and the [rows] statistics mean and rstd: the backward recomputes xhat from them instead
+// of keeping a normalised copy of x.
+struct LayerNorm : Function<LayerNorm> {
+  static constexpr const char* name = "layer_norm";
+  struct State {
+    int64_t cols;  // the normalised size
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t cols,
+                        double eps) {
+    s.cols = cols;
+    const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+    Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
+    Tensor mean = ops::empty_on({rows}, x.dtype(), x.device()), rstd = ops::empty_on({rows}, x.dtype(), x.device());
+    if (out.numel() > 0)
+      kernels::layer_norm_forward[x.device()](x.view({rows, cols}), weight, bias, eps, out.view({rows, cols}), mean,
+                                              rstd);
+    c.save(x);
+    c.save(weight);
+    c.save(mean);
+    c.save(rstd);
+    return out;
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    Tensor x = c.saved(0), weight = c.saved(1);
+    const int64_t rows = s.cols == 0 ? 0 : x.numel() / s.cols;
+    Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
+    Tensor gw = c.needs_input_grad(1) ? ops::empty_on(weight.shape(), x.dtype(), x.device()) : Tensor();
+    Tensor gb = c.needs_input_grad(2) ? ops::empty_on(weight.shape(), x.dtype(), x.device()) : Tensor();
+    if (x.numel() > 0) {
+      kernels::layer_norm_backward[x.device()](g.contiguous().view({rows, s.cols}), x.view({rows, s.cols}),
+                                               c.saved(2), c.saved(3), weight, gx.view({rows, s.cols}),
+                                               gw.defined() ? gw.view({s.cols}) : gw,
+                                               gb.defined() ? gb.view({s.cols}) : gb);
+    } else {  // no rows: the sums over rows are empty
+      if (gw.defined()) gw.zero_();
+      if (gb.defined()) gb.zero_();
+    }
+    return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb};
+  }
+};
+
+void check_affine(const Tensor& t, const Tensor& x, const Shape& normalized_shape, const char* what) {
+  if (!t.defined()) return;
+  EMBER_CHECK(t.shape() == normalized_shape, "[layer_norm] ", what, " of shape ", shape_str(t.shape()),
+              " must have the normalized shape ", shape_str(normalized_shape));
+  ops::check_same_device(t, x, "layer_norm");
+  EMBER_CHECK(t.dtype() == x.dtype(), "[layer_norm] ", what, " is ", t.dtype(), " but the input is ", x.dtype());
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  ops::check_defined(x, "layer_norm");
+  ops::check_floating(x, "layer_norm");
+  const auto n = static_cast<int64_t>(normalized_shape.size());
+  bool trailing = n >= 1 && n <= x.dim();
+  for (int64_t i = 0; trailing && i < n; ++i) trailing = x.size(x.dim() - n + i) == normalized_shape[static_cast<size_t>(i)];
+  EMBER_CHECK(trailing, "[layer_norm] normalized_shape ", shape_str(normalized_shape),
+              " must be the trailing dims of the input of shape ", shape_str(x.shape()));
+  EMBER_CHECK(std::isfinite(eps) && eps > 0.0, "[layer_norm] eps must be finite and > 0, got ", eps);
+  check_affine(weight, x, normalized_shape, "weight");
+  check_affine(bias, x, normalized_shape, "bias");
+  return LayerNorm::apply(x.contiguous(), weight.defined() ? weight.contiguous() : weight,
+                          bias.defined() ? bias.contiguous() : bias, numel_of(normalized_shape), eps);
+}
+
+}  // namespace ember

@@ -1,0 +1,104 @@
+// CUDA kernels of the embedding lookup and its adjoint, with the results of
+// core/cpu/embedding.cpp bit for bit.
+//
+// Note [Embedding ids on the device]
+// The op checks ids that are on the host. Ids already on the GPU are not copied back to be
+// checked (that would wait for the device on every lookup); instead both kernels test each id
+// where they read it: an id outside [0, num) gives a NaN output row, which no later op can
+// mistake for data (the loss turns NaN), and contributes nothing to the table's gradient. No
+// kernel reads or writes outside the table.
+//
+// The backward (Note [Embedding backward]) must add the gradient rows of repeated ids in id
+// order, without float atomics (whose order, and so whose rounding, changes from run to run).
+// CUB's radix sort orders (id, position) pairs by id; it is stable, so the positions of one id
+// stay in increasing order. Then one thread per (run of equal ids, column) adds its run's rows in
+// that order: the CPU's additions, bitwise, in O(n log n + n * dim) work.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <limits>
+
+#include "core/kernels.h"
+#include "cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+
+template <class T>
+struct LookupBody {
+  const T* weight;
+  const int64_t* ids;
+  int64_t num, dim;
+  T nan;
+  T* out;
+  __device__ void operator()(int64_t i) const {
+    const int64_t id = ids[i / dim];
+    out[i] = id >= 0 && id < num ? weight[id * dim + i % dim] : nan;
+  }
+};
+
+void embedding_forward_cuda(const Tensor& weight, const Tensor& ids, const Tensor& out) {
+  dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
+    for_each(weight.device(), out.numel(),
+             LookupBody<T>{weight.data<T>(), ids.data<int64_t>(), weight.size(0), weight.size(1),
+                           std::numeric_limits<T>::quiet_NaN(), out.data<T>()});
+  });
+}
+
+struct IotaBody {
+  int64_t* out;
+  __device__ void operator()(int64_t i) const { out[i] = i; }
+};
+
+// Thread (p, c) with p the first position of a run of equal sorted ids writes column c of that
+// id's gradient row: the sum of the run's gradient rows, in position order.
+template <class T>
+struct SumRunsBody {
+  const T* grad;
+  const int64_t *sorted_ids, *positions;
+  int64_t n, num, dim;
+  T* grad_weight;
+  __device__ void operator()(int64_t i) const {
+    const int64_t p = i / dim, c = i % dim, id = sorted_ids[p];
+    if ((p > 0 && sorted_ids[p - 1] == id) || id < 0 || id >= num) return;
+    T sum = T(0);
+    for (int64_t q = p; q < n && sorted_ids[q] == id; ++q) sum += grad[positions[q] * dim + c];
+    grad_weight[id * dim + c] = sum;
+  }
+};
+
+Tensor scratch(int64_t count, DType dtype, Device device) { return empty({count}, TensorOptions(dtype).with_device(device)); }
+
+void embedding_backward_cuda(const Tensor& grad, const Tensor& ids, const Tensor& grad_weight) {
+  const Device device = grad.device();
+  const int64_t n = ids.numel(), num = grad_weight.size(0), dim = grad_weight.size(1);
+  DeviceGuard guard(device.index);
+  CUDA_CHECK(cudaMemsetAsync(grad_weight.raw_data(), 0, static_cast<size_t>(grad_weight.numel()) *
+                             element_size(grad_weight.dtype()), stream(device.index)));
+  if (n == 0) return;
+  EMBER_CHECK(n <= std::numeric_limits<int>::max(), "[embedding] the CUDA backward sorts at most 2^31 - 1 ids, got ",
+              n);
+  Tensor positions = scratch(n, kInt64, device), sorted_ids = scratch(n, kInt64, device),
+         sorted_positions = scratch(n, kInt64, device);
+  for_each(device, n, IotaBody{positions.data<int64_t>()});
+  auto sort = [&](void* temp, size_t& temp_bytes) {
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ids.data<int64_t>(), sorted_ids.data<int64_t>(),
+                                               positions.data<int64_t>(), sorted_positions.data<int64_t>(),
+                                               static_cast<int>(n), 0, 64, stream(device.index)));
+  };
+  size_t temp_bytes = 0;
+  sort(nullptr, temp_bytes);  // asks for the size of CUB's scratch memory
+  Tensor temp = scratch(static_cast<int64_t>(temp_bytes), kUInt8, device);
+  sort(temp.raw_data(), temp_bytes);
+  dispatch_floating(grad.dtype(), "embedding", [&]<class T>() {
+    for_each(device, n * dim,
+             SumRunsBody<T>{grad.data<T>(), sorted_ids.data<int64_t>(), sorted_positions.data<int64_t>(), n, num, dim,
+                            grad_weight.data<T>()});
+  });
+}
+
+const bool registered =
+    kernels::add_kernel(kernels::embedding_forward, DeviceType::CUDA, &embedding_forward_cuda) &&
+    kernels::add_kernel(kernels::embedding_backward, DeviceType::CUDA, &embedding_backward_cuda);
+
+}  // namespace
+}  // namespace ember::cuda
