@@ -7,12 +7,14 @@
 // The autograd fields live on the impl: requires_grad, grad, and for non-leaves the node that
 // produced it (grad_fn) with the index of this tensor among that node's outputs.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/autograd/hook_handle.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -22,6 +24,7 @@ namespace ember {
 
 namespace autograd {
 struct Node;
+struct TensorHooks;
 }
 
 class Tensor;
@@ -76,6 +79,12 @@ class Tensor {
   bool is_leaf() const { return !grad_fn(); }
   Tensor detach() const;  // same storage, no history
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // Calls hook(gradient) when backward has computed this tensor's gradient (summed over all its
+  // uses); a defined result replaces the gradient. Note [Tensor hooks] in core/autograd/hooks.h.
+  autograd::HookHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Makes backward fill .grad of this non-leaf too (a leaf's is always filled). Note [retain_grad].
+  void retain_grad() const;
+  bool retains_grad() const;
   uint64_t version() const;
 
   // --- conversions ---
@@ -134,6 +143,7 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;
   int output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: their AccumulateGrad sink
+  std::shared_ptr<autograd::TensorHooks> hooks;     // leaves: Note [Tensor hooks]
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -2,10 +2,12 @@
 // 1. Walk the graph from the roots and count, for every node, how many edges point at it.
 // 2. Seed the roots' input buffers with the output gradients.
 // 3. Repeatedly take a ready node (all its dependencies delivered), highest sequence number
-//    first, i.e. the reverse of the order the forward created them. Run it, free its saved
-//    tensors (unless retain_graph), and add each gradient it returns into the input buffer of
-//    the node at the other end of the edge; a gradient that arrives twice at one input is summed
-//    there. A node whose last dependency arrives becomes ready.
+//    first, i.e. the reverse of the order the forward created them. Its input gradients are now
+//    complete: run the hooks of the tensors they belong to (Note [Tensor hooks]), then the node
+//    (a FunctionNode fits what its backward returns to the inputs' shapes: Note [Gradient
+//    shapes]). Free its saved tensors (unless retain_graph), and add each gradient it returns
+//    into the input buffer of the node at the other end of the edge; a gradient that arrives
+//    twice at one input is summed there. A node whose last dependency arrives becomes ready.
 // Freeing saved tensors as soon as their node ran is what makes live memory fall during the
 // backward instead of staying at the forward's peak until the end.
 #include "core/autograd/engine.h"
@@ -16,6 +18,7 @@
 
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/hooks.h"
 #include "core/autograd/node.h"
 #include "core/autograd/op_label.h"
 #include "core/ops.h"
@@ -28,13 +31,10 @@ std::atomic<uint64_t> next_sequence_nr{0};
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)) {}
 
+void accumulate_grad(TensorImpl& t, const Tensor& g) { t.grad = t.grad.defined() ? t.grad + g : g.clone(); }
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor& g = grads[0];
-  if (g.defined()) {
-    // A fresh copy on first arrival: the incoming gradient may alias another leaf's gradient
-    // or an op's buffer, and zero_grad() later writes into .grad in place.
-    leaf->grad = leaf->grad.defined() ? leaf->grad + g : g.clone();
-  }
+  if (grads[0].defined()) accumulate_grad(*leaf, grads[0]);
   return {};
 }
 
@@ -50,15 +50,6 @@ Edge gradient_edge(const Tensor& t) {
   return Edge{acc, 0};
 }
 
-namespace detail {
-void set_history(Tensor& out, std::shared_ptr<Node> node) {
-  TensorImpl* impl = out.impl();
-  impl->requires_grad = true;
-  impl->grad_fn = std::move(node);
-  impl->output_nr = 0;
-}
-}  // namespace detail
-
 namespace {
 
 struct ByPriority {
@@ -72,13 +63,6 @@ struct ByPriority {
 };
 
 void accumulate_into(Tensor& slot, const Tensor& g) { slot = slot.defined() ? slot + g : g; }
-
-void check_gradient(const Node& node, size_t i, const Tensor& g) {
-  const std::vector<Shape>* shapes = node.input_shapes();
-  if (!shapes || !g.defined()) return;
-  EMBER_CHECK(g.shape() == (*shapes)[i], "[", node.name(), "] backward returned a gradient of shape ",
-              shape_str(g.shape()), " for input ", i, " of shape ", shape_str((*shapes)[i]));
-}
 
 // The nodes with a path to one of `targets` (a target itself only when it leads to another):
 // all that autograd::grad has to run.
@@ -158,6 +142,7 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
     ready.pop();
     std::vector<Tensor> inputs = std::move(buffer_of(node));
     buffers.erase(node);
+    run_tensor_hooks(*node, inputs);
     if (captures) {
       for (size_t c = 0; c < captures->size(); ++c)
         if ((*captures)[c].node.get() == node) (*captured)[c] = inputs[(*captures)[c].input_nr];
@@ -176,10 +161,7 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& e = node->next[i];
       if (!e.valid()) continue;
-      if (i < outputs.size() && outputs[i].defined()) {
-        check_gradient(*node, i, outputs[i]);
-        accumulate_into(buffer_of(e.node.get())[e.input_nr], outputs[i]);
-      }
+      if (i < outputs.size() && outputs[i].defined()) accumulate_into(buffer_of(e.node.get())[e.input_nr], outputs[i]);
       if (--dependencies[e.node.get()] == 0) ready.push(e.node.get());
     }
   }

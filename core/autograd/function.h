@@ -12,8 +12,8 @@
 // ops freely) and, when grad mode is on and some tensor argument requires grad, wraps the
 // context in a FunctionNode connected to the inputs' gradient edges. backward returns one
 // gradient per tensor argument, in argument order (std::vector<Tensor> arguments count element
-// by element); an undefined Tensor means "no gradient". Gradients may be returned in a
-// broadcast shape: the op reduces them with sum_to before returning.
+// by element); an undefined Tensor means "no gradient", and so do gradients missing at the end.
+// A gradient may be returned in a shape the input broadcasts to: Note [Gradient shapes].
 //
 // Note [Op state]
 // Tensors a backward needs go through Ctx::save. Everything else it needs (a dim, a dtype, the
@@ -31,9 +31,35 @@
 // forward wrote, and the State's type says what the backward depends on. When nothing records,
 // forward fills a local State that is then dropped. An op without a State keeps the two-argument
 // signatures above: HasState tells the two kinds apart at compile time.
+//
+// Note [Multi-output functions]
+// An op whose forward returns std::vector<Tensor> has one output per element:
+//
+//   struct SplitHalves : Function<SplitHalves> {
+//     static std::vector<Tensor> forward(Ctx& c, const Tensor& x) { return {first half, second half}; }
+//     static Grads backward(Ctx& c, const Grads& g) { /* g[0], g[1]: one per output */ }
+//   };
+//
+// Output i is a non-leaf with grad_fn = the node and output_nr = i; the engine already keys
+// gradients by (node, output_nr), so nothing else changes. backward receives one gradient per
+// output, an undefined Tensor for an output no gradient reached (when only some outputs are
+// used): not zeros, so a backward that can skip a term does not pay for a tensor of zeros — it
+// tests g[i].defined(), and materializes zeros itself where a formula needs them. The forward's
+// return type and the backward's parameter go together (a static_assert says so), and the
+// outputs must be distinct tensors, none of them an argument. ember's own multi-piece ops
+// (split, chunk) need none of this: each piece is a narrow view, a single-output node of its own.
+//
+// Note [Gradient shapes]
+// FunctionNode fits what a backward returns to the inputs before the engine sees it: a gradient
+// whose shape differs from its input's, but to which the input's shape broadcasts, is reduced
+// with sum_to (so a backward may return g itself for an input that was broadcast); any other
+// shape throws an ember::Error naming the op, the input index and both shapes. Inputs that need
+// no gradient are dropped unchecked. This catches a wrong formula at the node that produced it,
+// not three nodes later.
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
@@ -64,6 +90,8 @@ class Ctx {
  private:
   template <class Op>
   friend struct Function;
+  template <class Op>
+  friend struct FunctionNode;
   bool recording_;
   const char* op_name_;
   std::vector<SavedTensor> saved_;
@@ -88,10 +116,16 @@ struct StateOfImpl<Op> {
 template <class Op>
 using StateOf = typename StateOfImpl<Op>::type;
 
+// See Note [Multi-output functions]: the backward takes all the outputs' gradients.
+template <class Op>
+concept TakesGradPerOutput =
+    (HasState<Op> && requires(Ctx& c, const StateOf<Op>& s, const Grads& g) { Op::backward(c, s, g); }) ||
+    (!HasState<Op> && requires(Ctx& c, const Grads& g) { Op::backward(c, g); });
+
 namespace detail {
 
 template <class Op, class... Args>
-Tensor call_forward(Ctx& c, StateOf<Op>& state, const Args&... args) {
+auto call_forward(Ctx& c, StateOf<Op>& state, const Args&... args) {
   if constexpr (HasState<Op>) {
     return Op::forward(c, state, args...);
   } else {
@@ -99,14 +133,18 @@ Tensor call_forward(Ctx& c, StateOf<Op>& state, const Args&... args) {
   }
 }
 
-template <class Op>
-Grads call_backward(Ctx& c, const StateOf<Op>& state, const Tensor& grad) {
+template <class Op, class GradOutputs>
+Grads call_backward(Ctx& c, const StateOf<Op>& state, const GradOutputs& grads) {
   if constexpr (HasState<Op>) {
-    return Op::backward(c, state, grad);
+    return Op::backward(c, state, grads);
   } else {
-    return Op::backward(c, grad);
+    return Op::backward(c, grads);
   }
 }
+
+// Note [Gradient shapes]: reduces or rejects each gradient; drops those no input needs.
+Grads fit_gradients(const char* op, Grads grads, const std::vector<Shape>& input_shapes,
+                    const std::vector<bool>& needs_grad);
 
 }  // namespace detail
 
@@ -114,14 +152,21 @@ template <class Op>
 struct FunctionNode final : Node {
   FunctionNode() : ctx(true, Op::name) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return detail::call_backward<Op>(ctx, state, grads[0]);
+    Grads input_grads;
+    if constexpr (TakesGradPerOutput<Op>) {
+      input_grads = detail::call_backward<Op>(ctx, state, grads);
+    } else {
+      input_grads = detail::call_backward<Op>(ctx, state, grads[0]);
+    }
+    return detail::fit_gradients(Op::name, std::move(input_grads), shapes_of_inputs, ctx.needs_grad_);
   }
   const char* name() const override { return Op::name; }
+  int num_outputs() const override { return outputs; }
   void release_saved() override { ctx.release(); }
-  const std::vector<Shape>* input_shapes() const override { return &shapes_of_inputs; }
   Ctx ctx;
   StateOf<Op> state{};
-  std::vector<Shape> shapes_of_inputs;  // for the engine's gradient shape check
+  std::vector<Shape> shapes_of_inputs;  // Note [Gradient shapes]
+  int outputs = 1;                      // Note [Multi-output functions]
 };
 
 // Note [Op observers]
@@ -131,7 +176,9 @@ struct FunctionNode final : Node {
 // expensive ops in the forward and to replay them instead of recomputing them. Only top-level
 // recording ops are observed: ops that an op runs inside its own forward are not, so skipping an
 // op never changes which ops the observer sees next, and neither are side computations under
-// NoGradGuard (BatchNorm's running statistics), which a recompute legitimately skips.
+// NoGradGuard (BatchNorm's running statistics), which a recompute legitimately skips. Neither
+// are multi-output ops (Note [Multi-output functions]): an observer deals in one output per op,
+// so selective checkpointing never keeps them and recomputes them like any op it does not keep.
 struct OpObserver {
   virtual ~OpObserver() = default;
   virtual std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) = 0;
@@ -196,32 +243,46 @@ void connect(FunctionNode<Op>& node, std::vector<bool>& needs, const A& a, const
   connect(node, needs, rest...);
 }
 
-// Makes `out` a non-leaf output of `node`.
-void set_history(Tensor& out, std::shared_ptr<Node> node);
+// Makes `out` the non-leaf output `output_nr` of `node`.
+void set_history(Tensor& out, std::shared_ptr<Node> node, int output_nr = 0);
+
+// Makes each of `outputs` an output of `node` (Note [Multi-output functions]); `inputs` are the
+// op's tensor arguments, which no output may be.
+void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs);
 
 }  // namespace detail
 
 template <class Op>
 struct Function {
   template <class... Args>
-  static Tensor apply(const Args&... args) {
-    OpObserver* observer = detail::op_observer;
-    if (!observer || !is_grad_enabled() || !detail::any_requires_grad(args...)) return run(args...);
-    std::vector<Tensor> tensors;
-    detail::collect_tensors(tensors, args...);
-    if (std::optional<Tensor> replayed = observer->before(Op::name, tensors)) return *replayed;
-    Tensor out;
-    {
-      OpObserverGuard top_level_only(nullptr);  // ops an op runs inside itself are its business
-      out = run(args...);
+  static auto apply(const Args&... args) {
+    using Output = decltype(detail::call_forward<Op>(std::declval<Ctx&>(), std::declval<StateOf<Op>&>(), args...));
+    constexpr bool kMultiOutput = std::is_same_v<Output, std::vector<Tensor>>;
+    static_assert(kMultiOutput || std::is_same_v<Output, Tensor>, "forward returns Tensor or std::vector<Tensor>");
+    static_assert(kMultiOutput == TakesGradPerOutput<Op>,
+                  "a forward returning std::vector<Tensor> goes with a backward taking const Grads& "
+                  "(Note [Multi-output functions])");
+    if constexpr (kMultiOutput) {
+      return run(args...);  // not observed: Note [Op observers]
+    } else {
+      OpObserver* observer = detail::op_observer;
+      if (!observer || !is_grad_enabled() || !detail::any_requires_grad(args...)) return run(args...);
+      std::vector<Tensor> tensors;
+      detail::collect_tensors(tensors, args...);
+      if (std::optional<Tensor> replayed = observer->before(Op::name, tensors)) return *replayed;
+      Tensor out;
+      {
+        OpObserverGuard top_level_only(nullptr);  // ops an op runs inside itself are its business
+        out = run(args...);
+      }
+      observer->after(Op::name, out);
+      return out;
     }
-    observer->after(Op::name, out);
-    return out;
   }
 
  private:
   template <class... Args>
-  static Tensor run(const Args&... args) {
+  static auto run(const Args&... args) {
     OpLabelGuard label(Op::name, current_op_label().backward);  // ops run by a backward are backward
     if (!is_grad_enabled() || !detail::any_requires_grad(args...)) {
       Ctx ctx(false, Op::name);
@@ -231,12 +292,18 @@ struct Function {
     }
     auto node = std::make_shared<FunctionNode<Op>>();
     detail::connect(*node, node->ctx.needs_grad_, args...);
-    Tensor out;
-    {
+    auto out = [&] {
       NoGradGuard no_grad;
-      out = detail::call_forward<Op>(node->ctx, node->state, args...);
+      return detail::call_forward<Op>(node->ctx, node->state, args...);
+    }();
+    if constexpr (std::is_same_v<decltype(out), Tensor>) {
+      detail::set_history(out, node);
+    } else {
+      std::vector<Tensor> inputs;
+      detail::collect_tensors(inputs, args...);
+      detail::set_history(out, node, inputs);
+      node->outputs = static_cast<int>(out.size());
     }
-    detail::set_history(out, node);
     return out;
   }
 };

@@ -16,6 +16,7 @@
 namespace ember::autograd {
 
 struct Node;
+struct TensorHooks;
 
 struct Edge {
   std::shared_ptr<Node> node;
@@ -36,10 +37,15 @@ struct Node {
   virtual int num_outputs() const { return 1; }
   // Frees saved tensors once the node ran in a backward without retain_graph.
   virtual void release_saved() {}
-  // What each input looked like in the forward, so the engine can check gradient shapes.
-  virtual const std::vector<Shape>* input_shapes() const { return nullptr; }
+  // The hooks of the tensor whose gradient arrives at input `slot` (Note [Tensor hooks]): that
+  // of the non-leaf this node produced at output `slot`, or none.
+  virtual TensorHooks* tensor_hooks(size_t slot) const {
+    return slot < output_hooks.size() ? output_hooks[slot].get() : nullptr;
+  }
 
   std::vector<Edge> next;
+  // Per output, the hooks registered on the tensor this node produced there (null: none yet).
+  std::vector<std::shared_ptr<TensorHooks>> output_hooks;
   // Later nodes run first among those ready, so backward follows the reverse of the forward.
   const uint64_t sequence_nr;
 };
@@ -49,8 +55,13 @@ struct AccumulateGrad final : Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf(std::move(leaf)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   const char* name() const override { return "AccumulateGrad"; }
+  TensorHooks* tensor_hooks(size_t) const override { return leaf->hooks.get(); }  // kept on the leaf
   std::shared_ptr<TensorImpl> leaf;
 };
+
+// Adds g into t.grad: a copy on first arrival (g may alias another tensor's gradient or an op's
+// buffer, and zero_grad() later writes into .grad in place), a sum after.
+void accumulate_grad(TensorImpl& t, const Tensor& g);
 
 // Where a gradient for `t` must be sent: its grad_fn, or its (shared) AccumulateGrad for a leaf
 // that requires grad, or nowhere.
