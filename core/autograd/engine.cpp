@@ -16,7 +16,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/hooks.h"
 #include "core/autograd/node.h"
