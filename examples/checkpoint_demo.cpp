@@ -280,7 +280,8 @@ PlannerRun run_planner(nn::Sequential& seq, const Tensor& x, const Config& cfg, 
   // overcounts.
   std::printf("planner: predicted peak %s, measured %s: %s the budget, %s under the prediction\n",
               mib(run.plan.predicted_peak_bytes).c_str(), mib(run.result.peak).c_str(),
-              run.result.peak <= run.budget ? "within" : "OVER", mib(run.plan.predicted_peak_bytes - run.result.peak).c_str());
+              run.result.peak <= run.budget ? "within" : "OVER",
+              mib(run.plan.predicted_peak_bytes - run.result.peak).c_str());
   std::printf("planner budget_bytes=%lld predicted_peak_bytes=%lld peak_bytes=%lld recompute_flops=%lld step_ms=%.1f\n",
               static_cast<long long>(run.budget), static_cast<long long>(run.plan.predicted_peak_bytes),
               static_cast<long long>(run.result.peak), static_cast<long long>(run.plan.recompute_flops), run.result.ms);
