@@ -46,7 +46,7 @@ constexpr double kMiB = 1024.0 * 1024.0;
 struct Config {
   int64_t batch = 4096, width = 1024, layers = 16;
   int steps = 2;          // timed steps per run, after one untimed step
-  double budget_mb = -1;  // planner budget; < 0: halfway between feasible and plain
+  double budget_mb = -1;  // planner budget; < 0: halfway between the smallest feasible one and the plain peak
   std::string svg = "checkpoint_sweep.svg";
   int threads = 0;  // 0: ember's default
 };
@@ -60,8 +60,8 @@ void add_flags(CLI::App& app, Config& cfg) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--budget-mb", cfg.budget_mb,
-                 "planner budget in MiB (default: halfway between the smallest feasible budget and what the "
-                 "plain forward keeps, or the smallest feasible one when the plain forward keeps less)")
+                 "planner budget in MiB (default: halfway between the smallest feasible budget and the peak of a "
+                 "plain step)")
       ->check(examples::kPositive);
   app.add_option("--svg", cfg.svg, "where to write the memory timeline")->capture_default_str();
   app.add_option("--threads", cfg.threads, "CPU threads (default: every core)")->check(CLI::Range(1, 1024));
@@ -254,37 +254,37 @@ struct PlannerRun {
 };
 
 PlannerRun run_planner(nn::Sequential& seq, const Tensor& x, const Config& cfg, const StepResult& plain) {
-  // One dry forward measures what every layer leaves alive; the plan is computed from that.
+  // One plain step, measured module by module; the plan is computed from that.
   const std::vector<utils::LayerProfile> profile = utils::profile_layers(seq, x);
   const int64_t smallest = utils::min_feasible_budget(profile);
   std::printf("planner: smallest feasible budget (utils::min_feasible_budget) %s (%lld bytes)\n",
               mib(smallest).c_str(), static_cast<long long>(smallest));
 
   PlannerRun run;
-  // Default budget: halfway between the least any plan needs and what no checkpointing keeps. In
-  // a small stack the plain forward can keep less than the planner's smallest budget (which
-  // also counts the parameter gradients), and halfway would be below it: then the smallest.
+  // Default budget: halfway between the least any plan needs and the peak of a plain step.
   run.budget = cfg.budget_mb > 0 ? examples::mib_to_bytes(cfg.budget_mb, "checkpoint_demo --budget-mb")
-                                 : std::max(smallest, smallest + (plain.after_forward - smallest) / 2);
+                                 : smallest + (std::max(plain.peak, smallest) - smallest) / 2;
   run.plan = utils::plan_checkpoints(profile, run.budget);  // throws, naming the smallest budget, if none fits
-  std::printf("planner: budget %s -> plan %s\n", mib(run.budget).c_str(), run.plan.str().c_str());
+  int64_t forward_flops = 0;
+  for (const utils::LayerProfile& layer : profile) forward_flops += layer.forward_flops;
+  std::printf("planner: budget %s -> plan %s, recomputing %.2f of a forward\n", mib(run.budget).c_str(),
+              run.plan.str().c_str(),
+              static_cast<double>(run.plan.recompute_flops) / static_cast<double>(std::max<int64_t>(forward_flops, 1)));
   std::printf("         (ranges of the Sequential's modules: Linear at even, ReLU at odd indices)\n");
 
   const utils::CheckpointPlan plan = run.plan;
   Strategy planned{"planner", "",
                    [plan](nn::Sequential& s, const Tensor& in) { return utils::run_plan(s, plan, in); }};
   run.result = measure(seq, x, planned, cfg.steps);
-  // Backward also holds the gradients flowing back between layers and each node's temporaries,
-  // which the model leaves out. The plain run shows their size and the parameter gradients'
-  // together: its peak minus its after-forward bytes.
-  std::printf("planner: predicted peak %s, measured %s (%s more). The model counts activations and parameter\n"
-              "         gradients; backward's whole working set was %s in the plain run (peak - after forward)\n",
+  // The prediction bounds the step's peak (Note [Checkpoint planning]); the margin is what it
+  // overcounts.
+  std::printf("planner: predicted peak %s, measured %s: %s the budget, %s under the prediction\n",
               mib(run.plan.predicted_peak_bytes).c_str(), mib(run.result.peak).c_str(),
-              mib(run.result.peak - run.plan.predicted_peak_bytes).c_str(),
-              mib(plain.peak - plain.after_forward).c_str());
-  std::printf("planner budget_bytes=%lld predicted_peak_bytes=%lld peak_bytes=%lld step_ms=%.1f\n",
+              run.result.peak <= run.budget ? "within" : "OVER",
+              mib(run.plan.predicted_peak_bytes - run.result.peak).c_str());
+  std::printf("planner budget_bytes=%lld predicted_peak_bytes=%lld peak_bytes=%lld recompute_flops=%lld step_ms=%.1f\n",
               static_cast<long long>(run.budget), static_cast<long long>(run.plan.predicted_peak_bytes),
-              static_cast<long long>(run.result.peak), run.result.ms);
+              static_cast<long long>(run.result.peak), static_cast<long long>(run.plan.recompute_flops), run.result.ms);
   return run;
 }
 

@@ -1,148 +1,160 @@
 // Note [Checkpoint planning]
-// Memory model. Let L(i) be the live bytes after layer i in a plain forward (the profile), so a
-// plain run of layers [a, b) adds full(a, b) = L(b-1) - L(a-1). A plan cuts the layers into
-// segments; after the forward a plain segment still holds full(a, b), a checkpointed one only
-// its output. Backward visits the segments in reverse; when it reaches segment k, everything
-// kept by segments before k is still alive, and segment k's activations are back in full
-// (recomputed if it was checkpointed). Backward also leaves a gradient for every trainable
-// parameter it passes (zero_grad sets them to none by default, so none is alive before the
-// step). When backward is at layer i of segment [a, b), the activations of layers a..i are alive
-// and so are the gradients of layers i onwards, grads(i); the segment's high water is
-//     high_k = max_{a <= i < b} ( full(a, i+1) + grads(i) ),
-// and the predicted peak is
-//     max( sum_k kept_k ,  max_k ( sum_{j<k} kept_j + high_k ) ).
-// Counting layer by layer, rather than all of a segment's activations next to all the gradients
-// of its layers, keeps the prediction independent of how a plain run is cut into segments.
-// The recompute cost is the forward time of the checkpointed layers.
+// Memory model. The profile (Note [Profiling a step] in utils/layer_profile.cpp) measured one plain
+// step module by module, in bytes above what was live before it: L(i) after module i's forward,
+// F(i) the peak during that forward, B(i) the peak while backward was inside module i. A plan cuts
+// the modules into segments; after the forward a plain segment [a, b) still keeps
+// L(b-1) - L(a-1), a checkpointed one only its output. Let K be what the segments before [a, b)
+// keep. While the step is in module i of [a, b), forward or backward, the plain step held
+// L(a-1) for the modules before a where the plan holds K, and everything else is the same in both:
+// the segment's own activations (recomputed, if it is checkpointed), the gradient flowing back,
+// the nodes' temporaries, the parameter gradients made so far. So a plain segment peaks at
+//     K + max_{a <= i < b} max(F(i), B(i)) - L(a-1),
+// which does not change when a plain run is cut anywhere. A checkpointed segment has two more
+// things in it:
+//  * the recompute. Backward first needs one of the segment's saved tensors in module r, the last
+//    that saved one, and the recompute runs the forward up to r (it stops after the last saved
+//    tensor). It adds max_{a <= j <= r} F(j) - L(a-1) to what backward holds at that moment, which
+//    is at most B(r) - (L(r) - output(r)): the plain step's peak in module r less what its forward
+//    still kept there (at least L(r), less the output if nothing saved it).
+//  * its input. The checkpoint holds it until the segment's backward is done; the plain step may
+//    have freed it already (when no module saved it), so it counts again.
+// The predicted peak is the largest segment peak, or what all segments keep after the forward
+// if that is more. It is an upper bound of the measured peak, not an estimate: every term is a
+// measured peak or bounds one. It overcounts the output of a checkpointed segment that the next
+// module does not save (it is freed, but stays in K) and what backward holds at the recompute.
+//
+// Cost. A checkpointed segment costs the forward work of modules a..r: the profile's count of
+// arithmetic operations, the same on every run, so the same profile always gives the same plan
+// (a measured time would let noise pick between plans that cost almost the same).
 //
 // Search. Walking the cut points left to right, a partial plan is summarised by (kept bytes so
-// far, recompute so far), and a segment [a, b) can follow it iff kept + full(a, b) <= budget.
-// Keeping, at every cut point, the Pareto frontier of those pairs (no pair with both fewer bytes
-// and less recompute) makes the dynamic program exact for this model: the plan it returns has
-// the least recompute of all plans whose predicted peak fits. The model itself ignores the
-// gradients flowing back between layers and the transient buffers inside a layer; the demo
-// prints predicted against measured peaks so the gap is visible.
+// far, recompute so far), and a segment can follow it iff kept + its peak term and kept + what it
+// keeps both fit the budget. Keeping, at every cut point, the Pareto frontier of those pairs (no
+// pair with both fewer bytes and less recompute) makes the dynamic program exact for this model:
+// the plan it returns has the least recompute of all plans whose predicted peak fits.
 #include "utils/planner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <sstream>
 
 #include "core/allocator.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/recompute.h"
-#include "core/generator.h"
 
 namespace ember::utils {
 
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample) {
-  EMBER_CHECK(seq.size() > 0, "[profile_layers] the Sequential is empty");
-  RngStateGuard keep_generators;
-  autograd::RecomputeGuard no_side_effects;  // BatchNorm leaves its running statistics alone
-  EnableGradGuard grad_on;
-  const Device device = sample.device();
-  const int64_t base = memory::stats(device).live_bytes;
-  std::vector<LayerProfile> layers;
-  Tensor out = sample;
-  for (size_t i = 0; i < seq.size(); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    out = seq[i](out);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    int64_t grad_bytes = 0;
-    for (const Tensor& p : seq[i].parameters())
-      if (p.requires_grad()) grad_bytes += static_cast<int64_t>(p.nbytes());
-    layers.push_back(
-        {seq[i].name(), memory::stats(device).live_bytes - base, static_cast<int64_t>(out.nbytes()), grad_bytes, ms});
-  }
-  return layers;
-}
-
 namespace {
 
+// What a segment adds to the step: its peak term (on top of what the segments before it keep),
+// what it keeps after the forward, and the work and time of its recompute.
+struct SegmentCost {
+  int64_t high = 0, kept = 0, flops = 0;
+  double ms = 0;
+};
+
+// The Note's model for every segment [a, b), plain and checkpointed.
+struct SegmentTable {
+  std::vector<std::vector<SegmentCost>> plain, checkpointed;  // [a][b]
+
+  explicit SegmentTable(const std::vector<LayerProfile>& l) {
+    const size_t n = l.size();
+    plain.assign(n, std::vector<SegmentCost>(n + 1));
+    checkpointed.assign(n, std::vector<SegmentCost>(n + 1));
+    for (size_t a = 0; a < n; ++a) {
+      const int64_t before = a == 0 ? 0 : l[a - 1].live_after;
+      const int64_t input = a > 0 && !l[a - 1].output_saved ? l[a - 1].output_bytes : 0;
+      int64_t step_high = 0, forward_high = 0, flops = 0;
+      double ms = 0;
+      SegmentCost recompute;  // through the last module so far that saved a tensor
+      for (size_t b = a + 1; b <= n; ++b) {
+        const LayerProfile& m = l[b - 1];
+        step_high = std::max({step_high, m.forward_peak, m.backward_peak});
+        forward_high = std::max(forward_high, m.forward_peak);
+        flops += m.forward_flops;
+        ms += m.forward_ms;
+        if (m.saves) recompute = {forward_high + m.backward_peak - m.live_after + m.output_bytes, 0, flops, ms};
+        plain[a][b] = {step_high - before, m.live_after - before, 0, 0.0};
+        const int64_t high = std::max(step_high, recompute.high) - before;
+        checkpointed[a][b] = {input + high, m.output_bytes, recompute.flops, recompute.ms};
+      }
+    }
+  }
+};
+
 struct Prefix {
-  int64_t kept;
-  double recompute;
+  int64_t kept, flops;
+  double ms;
   // how we got here: the previous cut point, the entry there, and whether [prev, here) is checkpointed
   size_t prev_cut, prev_entry;
   bool checkpointed;
 };
 
-int64_t full(const std::vector<LayerProfile>& l, size_t a, size_t b) {
-  return l[b - 1].live_after - (a == 0 ? 0 : l[a - 1].live_after);
-}
-
-// grads(i): the parameter gradients of layers i onwards, which backward has made by layer i.
-int64_t grads_from(const std::vector<LayerProfile>& l, size_t i) {
-  int64_t bytes = 0;
-  for (size_t j = i; j < l.size(); ++j) bytes += l[j].grad_bytes;
-  return bytes;
-}
-
-// What segment [a, b + 1) holds at its high water, given `high` for [a, b) (see the Note).
-int64_t extend_high_water(const std::vector<LayerProfile>& l, size_t a, size_t b, int64_t high) {
-  return std::max(high, full(l, a, b + 1) + grads_from(l, b));
-}
-
-double forward_ms(const std::vector<LayerProfile>& l, size_t a, size_t b) {
-  double ms = 0;
-  for (size_t i = a; i < b; ++i) ms += l[i].forward_ms;
-  return ms;
-}
-
 void keep_frontier(std::vector<Prefix>& v) {
   std::sort(v.begin(), v.end(), [](const Prefix& x, const Prefix& y) {
-    return x.kept != y.kept ? x.kept < y.kept : x.recompute < y.recompute;
+    if (x.kept != y.kept) return x.kept < y.kept;
+    if (x.flops != y.flops) return x.flops < y.flops;
+    if (x.prev_cut != y.prev_cut) return x.prev_cut < y.prev_cut;
+    return x.checkpointed != y.checkpointed ? x.checkpointed < y.checkpointed : x.prev_entry < y.prev_entry;
   });
   std::vector<Prefix> out;
   for (const Prefix& p : v)
-    if (out.empty() || p.recompute < out.back().recompute) out.push_back(p);
+    if (out.empty() || p.flops < out.back().flops) out.push_back(p);
   v = std::move(out);
 }
 
 // The frontiers at every cut point 0..n for `budget`.
-std::vector<std::vector<Prefix>> frontiers(const std::vector<LayerProfile>& l, int64_t budget) {
-  const size_t n = l.size();
+std::vector<std::vector<Prefix>> frontiers(const SegmentTable& table, size_t n, int64_t budget) {
   std::vector<std::vector<Prefix>> at(n + 1);
-  at[0].push_back({0, 0.0, 0, 0, false});
+  at[0].push_back({0, 0, 0.0, 0, 0, false});
   for (size_t a = 0; a < n; ++a) {
     keep_frontier(at[a]);
     for (size_t e = 0; e < at[a].size(); ++e) {
       const Prefix& p = at[a][e];
-      int64_t high = 0;
-      for (size_t b = a + 1; b <= n; ++b) {
-        high = extend_high_water(l, a, b - 1, high);
-        if (p.kept + high > budget) break;  // segment [a, b) does not fit, and longer ones neither
-        const int64_t f = full(l, a, b);
-        at[b].push_back({p.kept + f, p.recompute, a, e, false});
-        at[b].push_back({p.kept + l[b - 1].output_bytes, p.recompute + forward_ms(l, a, b), a, e, true});
-      }
+      for (size_t b = a + 1; b <= n; ++b)
+        for (const bool checkpointed : {false, true}) {
+          const SegmentCost& s = checkpointed ? table.checkpointed[a][b] : table.plain[a][b];
+          if (p.kept + s.high <= budget && p.kept + s.kept <= budget)
+            at[b].push_back({p.kept + s.kept, p.flops + s.flops, p.ms + s.ms, a, e, checkpointed});
+        }
     }
   }
   keep_frontier(at[n]);
   return at;
 }
 
-}  // namespace
-
-int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
+int64_t predicted_peak(const SegmentTable& table, const CheckpointPlan& plan) {
   int64_t kept = 0, peak = 0;
   for (const auto& s : plan.segments) {
-    int64_t high = 0;
-    for (size_t i = s.begin; i < s.end; ++i) high = extend_high_water(l, s.begin, i, high);
-    peak = std::max(peak, kept + high);
-    kept += s.checkpointed ? l[s.end - 1].output_bytes : full(l, s.begin, s.end);
+    const SegmentCost& c = s.checkpointed ? table.checkpointed[s.begin][s.end] : table.plain[s.begin][s.end];
+    peak = std::max(peak, kept + c.high);
+    kept += c.kept;
   }
   return std::max(peak, kept);
 }
 
+void check_plan(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
+  size_t next = 0;
+  for (const auto& s : plan.segments) {
+    EMBER_CHECK(s.begin == next && s.end > s.begin && s.end <= l.size(), "[predicted_peak] segment [", s.begin, ",",
+                s.end, ") does not continue a plan that covers [0,", next, ") of ", l.size(), " layer(s)");
+    next = s.end;
+  }
+  EMBER_CHECK(next == l.size(), "[predicted_peak] the plan covers ", next, " layer(s) of ", l.size());
+}
+
+}  // namespace
+
+int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
+  check_plan(l, plan);
+  return predicted_peak(SegmentTable(l), plan);
+}
+
 int64_t min_feasible_budget(const std::vector<LayerProfile>& l) {
   EMBER_CHECK(!l.empty(), "[plan_checkpoints] no layers to plan for");
-  int64_t lo = 0, hi = std::max<int64_t>(l.back().live_after, 0);
-  for (const LayerProfile& p : l) hi = std::max(hi, p.live_after + p.output_bytes);
-  hi += grads_from(l, 0);
+  const SegmentTable table(l);
+  // No checkpointing is always a plan: its prediction is feasible.
+  int64_t lo = 0, hi = predicted_peak(table, CheckpointPlan{{{0, l.size(), false}}});
   while (lo < hi) {  // feasibility is monotone in the budget
     const int64_t mid = lo + (hi - lo) / 2;
-    if (frontiers(l, mid).back().empty()) lo = mid + 1;
+    if (frontiers(table, l.size(), mid).back().empty()) lo = mid + 1;
     else hi = mid;
   }
   return lo;
@@ -150,15 +162,19 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& l) {
 
 CheckpointPlan plan_checkpoints(const std::vector<LayerProfile>& l, int64_t budget) {
   EMBER_CHECK(!l.empty(), "[plan_checkpoints] no layers to plan for");
-  std::vector<std::vector<Prefix>> at = frontiers(l, budget);
-  if (at.back().empty())
+  const SegmentTable table(l);
+  std::vector<std::vector<Prefix>> at = frontiers(table, l.size(), budget);
+  if (at.back().empty()) {
+    const int64_t smallest = min_feasible_budget(l);
     EMBER_FAIL("[plan_checkpoints] no plan fits a budget of ", memory::format_bytes(budget), " (", budget,
-               " bytes); the smallest feasible budget for this model and input is ",
-               memory::format_bytes(min_feasible_budget(l)), " (", min_feasible_budget(l), " bytes)");
+               " bytes); the smallest feasible budget for this model and input is ", memory::format_bytes(smallest),
+               " (", smallest, " bytes)");
+  }
   // The frontier is sorted by kept bytes with falling recompute: its last entry recomputes least.
   CheckpointPlan plan;
   size_t cut = l.size(), entry = at.back().size() - 1;
-  plan.recompute_ms = at.back()[entry].recompute;
+  plan.recompute_flops = at.back()[entry].flops;
+  plan.recompute_ms = at.back()[entry].ms;
   while (cut > 0) {
     const Prefix& p = at[cut][entry];
     const bool merges = !p.checkpointed && !plan.segments.empty() && !plan.segments.back().checkpointed;
@@ -168,7 +184,7 @@ CheckpointPlan plan_checkpoints(const std::vector<LayerProfile>& l, int64_t budg
     entry = p.prev_entry;
   }
   std::reverse(plan.segments.begin(), plan.segments.end());
-  plan.predicted_peak_bytes = predicted_peak(l, plan);
+  plan.predicted_peak_bytes = predicted_peak(table, plan);
   return plan;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Memory-budget planner for checkpoint_sequential: profile a Sequential once, then choose which
-// runs of layers to checkpoint so the predicted peak fits a byte budget with the least recompute.
+// Memory-budget planner for checkpoint_sequential: profile one plain step of a Sequential
+// (utils/layer_profile.h), then choose which runs of layers to checkpoint so the predicted peak of
+// a step fits a byte budget with the least recompute.
 // See Note [Checkpoint planning] in utils/planner.cpp and docs/checkpointing.md.
 #include <string>
 #include <utility>
@@ -8,19 +9,9 @@
 
 #include "nn/sequential.h"
 #include "utils/checkpoint.h"
+#include "utils/layer_profile.h"
 
 namespace ember::utils {
-
-// Measured in one dry run of the forward (training mode, grad on; generator states and
-// BatchNorm statistics are left as they were).
-struct LayerProfile {
-  std::string name;
-  int64_t live_after = 0;    // live bytes after the layer ran, relative to before the first
-  int64_t output_bytes = 0;  // bytes of the layer's output
-  int64_t grad_bytes = 0;    // bytes of the gradients backward leaves for its trainable parameters
-  double forward_ms = 0;
-};
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample);
 
 struct CheckpointPlan {
   struct Segment {
@@ -29,12 +20,16 @@ struct CheckpointPlan {
   };
   std::vector<Segment> segments;
   int64_t predicted_peak_bytes = 0;  // above what was live before the forward
-  double recompute_ms = 0;           // the forward time of the checkpointed layers
+  int64_t recompute_flops = 0;       // the work recomputed per step: what the plan minimises
+  double recompute_ms = 0;           // the profile's forward time of the recomputed layers
   std::string str() const;           // "[0,4) ckpt | [4,8) ckpt | [8,16) plain"
 };
 
 // The plan with the least recompute whose predicted peak fits `budget_bytes`. Throws an
-// ember::Error giving the smallest feasible budget when none fits.
+// ember::Error giving the smallest feasible budget when none fits. The prediction bounds the
+// measured peak of a step that runs the plan (Note [Checkpoint planning]), so a step that starts
+// with no parameter gradients (zero_grad) stays within the budget; a loss after the Sequential
+// adds what it keeps itself.
 CheckpointPlan plan_checkpoints(const std::vector<LayerProfile>& layers, int64_t budget_bytes);
 // The smallest budget any plan fits (under the same memory model).
 int64_t min_feasible_budget(const std::vector<LayerProfile>& layers);

@@ -1,0 +1,192 @@
+// Note [Profiling a step]
+// The planner predicts the peak of a checkpointed step from the bytes of a plain one, so the
+// profile runs a whole plain training step and measures, module by module:
+//  * the forward: live bytes after each module, the peak while it ran (its temporaries: a Linear's
+//    matmul output before the bias is added), whether it saved anything for backward, and whether
+//    its output is still held by the graph once the forward is over (a weak pointer to its storage);
+//  * the backward: the peak while backward was inside each module. An identity op between every two
+//    modules (BoundaryReached) does nothing in the forward; in backward the engine runs it when the
+//    gradient of the module before it is complete, i.e. when backward leaves one module for the
+//    previous one, and it reads the peak statistic and resets it. Each module's backward peak thus
+//    contains everything backward holds there: the gradient flowing in, the node's outputs and
+//    temporaries, the parameter gradients made so far (and their copy on first arrival), next to
+//    what the forward still keeps. The planner measures rather than models all of that.
+// The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
+// shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
+// loss a model is trained with.
+// The cost of recomputing a module is counted in arithmetic operations from the shapes of the ops
+// it runs (an op observer sees them): 2 M N K for a matmul, 2 per output element and weight
+// element of its output channel for a convolution, one per output element for any other op but
+// a view (which computes nothing). It is
+// a stand-in for time that is the same on every run, so the plan is too.
+#include "utils/layer_profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "core/allocator.h"
+#include "core/autograd/function.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/recompute.h"
+#include "core/autograd/saved_tensor.h"
+#include "core/generator.h"
+
+namespace ember::utils {
+
+namespace {
+
+// The backward half of the profile: which module backward is in, and the peak of each.
+struct BackwardWindows {
+  Device device;
+  int64_t base;
+  std::vector<LayerProfile>* layers;
+  size_t current;  // the module backward is in
+
+  // Backward has finished `current` and moves to `layer`.
+  void enter(size_t layer) {
+    (*layers)[current].backward_peak = memory::stats(device).peak_bytes - base;
+    memory::reset_peak(device);
+    current = layer;
+  }
+};
+
+// Identity in the forward; in backward, tells the windows that backward reached module `layer`.
+struct BoundaryReached : autograd::Function<BoundaryReached> {
+  static constexpr const char* name = "profile_boundary";
+  struct State {
+    BackwardWindows* windows;
+    size_t layer;
+  };
+  static Tensor forward(autograd::Ctx&, State& s, const Tensor& x, BackwardWindows* windows, size_t layer) {
+    s = {windows, layer};
+    return x.detach();  // the same storage: the boundary costs no bytes
+  }
+  static autograd::Grads backward(autograd::Ctx&, const State& s, const Tensor& g) {
+    s.windows->enter(s.layer);
+    return {g};
+  }
+};
+
+// A scalar whose gradient with respect to x is a dense tensor of x's shape.
+struct DenseGradientLoss : autograd::Function<DenseGradientLoss> {
+  static constexpr const char* name = "profile_loss";
+  struct State {
+    Shape shape;
+    TensorOptions options;
+  };
+  static Tensor forward(autograd::Ctx&, State& s, const Tensor& x) {
+    s = {x.shape(), TensorOptions(x.dtype()).with_device(x.device())};
+    return zeros({}, s.options);
+  }
+  static autograd::Grads backward(autograd::Ctx&, const State& s, const Tensor&) { return {ones(s.shape, s.options)}; }
+};
+
+// Sums the work of the ops it observes (see the Note).
+struct WorkCounter final : autograd::OpObserver {
+  int64_t flops = 0;
+  int64_t per_output_element = 1;      // of the op running now
+  std::vector<const Storage*> inputs;  // its arguments' storages: an output in one of them is a view
+
+  std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) override {
+    const std::string name = op;
+    if (name == "matmul") per_output_element = 2 * args.at(0).size(-1);
+    else if (name == "conv2d") per_output_element = 2 * (args.at(1).numel() / args.at(1).size(0));
+    else per_output_element = 1;
+    inputs.clear();
+    for (const Tensor& t : args)
+      if (t.defined()) inputs.push_back(t.storage().get());
+    return std::nullopt;
+  }
+  void after(const char*, const Tensor& output) override {
+    const bool view = std::find(inputs.begin(), inputs.end(), output.storage().get()) != inputs.end();
+    if (!view) flops += per_output_element * output.numel();
+  }
+};
+
+// Keeps saved tensors as usual, noting that the module saved one.
+autograd::SavedTensorHooks noting_saves(bool& saved) {
+  return {[&saved](const Tensor& t) -> std::any {
+            saved = true;
+            return t;
+          },
+          [](const std::any& packed) { return std::any_cast<Tensor>(packed); }};
+}
+
+// Takes the .grad of every tensor away for the guard's lifetime, and gives it back.
+class GradsSetAside {
+ public:
+  explicit GradsSetAside(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {
+    for (const Tensor& t : tensors_) {
+      grads_.push_back(t.grad());
+      t.set_grad(Tensor());
+    }
+  }
+  ~GradsSetAside() {
+    for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].set_grad(grads_[i]);
+  }
+  GradsSetAside(const GradsSetAside&) = delete;
+  GradsSetAside& operator=(const GradsSetAside&) = delete;
+
+ private:
+  std::vector<Tensor> tensors_, grads_;
+};
+
+}  // namespace
+
+std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample) {
+  EMBER_CHECK(seq.size() > 0, "[profile_layers] the Sequential is empty");
+  EMBER_CHECK(sample.defined(), "[profile_layers] the sample is an undefined tensor");
+  RngStateGuard keep_generators;
+  autograd::RecomputeGuard no_side_effects;  // BatchNorm leaves its running statistics alone
+  EnableGradGuard grad_on;
+  std::vector<Tensor> leaves = seq.parameters();
+  leaves.push_back(sample);
+  GradsSetAside as_after_zero_grad(leaves);  // zero_grad() sets them to none: the step makes them
+  const Device device = sample.device();
+  const size_t n = seq.size();
+  const int64_t base = memory::stats(device).live_bytes;
+  std::vector<LayerProfile> layers(n);
+  BackwardWindows windows{device, base, &layers, n - 1};
+  std::vector<std::weak_ptr<Storage>> outputs(n);
+
+  Tensor out = sample;
+  for (size_t i = 0; i < n; ++i) {
+    LayerProfile& layer = layers[i];
+    WorkCounter work;
+    memory::reset_peak(device);
+    const auto start = std::chrono::steady_clock::now();
+    {
+      autograd::OpObserverGuard observe(&work);
+      autograd::SavedTensorHooksGuard note_saves(noting_saves(layer.saves));
+      out = seq[i](out);
+    }
+    layer.forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const MemoryStats stats = memory::stats(device);
+    layer.name = seq[i].name();
+    layer.live_after = stats.live_bytes - base;
+    layer.forward_peak = stats.peak_bytes - base;
+    layer.output_bytes = static_cast<int64_t>(out.nbytes());
+    layer.forward_flops = work.flops;
+    outputs[i] = out.storage();
+    if (i + 1 < n && out.requires_grad()) out = BoundaryReached::apply(out, &windows, i);
+  }
+  // The last output is held by the caller during backward; the others only if saved.
+  for (size_t i = 0; i + 1 < n; ++i) layers[i].output_saved = !outputs[i].expired();
+  layers.back().output_saved = true;
+
+  if (out.requires_grad()) {
+    Tensor loss = DenseGradientLoss::apply(out);
+    memory::reset_peak(device);
+    loss.backward();
+  }
+  // Backward ends in module `current`; it never reached the modules before it (nothing there needs
+  // a gradient), which hold at most what is left at the end.
+  const MemoryStats end = memory::stats(device);
+  layers[windows.current].backward_peak = end.peak_bytes - base;
+  for (size_t i = 0; i < windows.current; ++i) layers[i].backward_peak = end.live_bytes - base;
+  return layers;
+}
+
+}  // namespace ember::utils
