@@ -26,7 +26,7 @@ namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
 }
 
-Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)) {}
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor& g = grads[0];

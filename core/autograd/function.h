@@ -56,6 +56,7 @@ class Ctx {
     if (recording_) saved_.emplace_back(t, op_name_);
   }
   Tensor saved(size_t i) const { return saved_.at(i).unpack(); }
+  const std::vector<SavedTensor>& saved_tensors() const { return saved_; }
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
   void release() {
     for (auto& s : saved_) s.release();
@@ -117,6 +118,7 @@ struct FunctionNode final : Node {
     return detail::call_backward<Op>(ctx, state, grads[0]);
   }
   const char* name() const override { return Op::name; }
+  const std::vector<SavedTensor>* saved_tensors() const override { return &ctx.saved_tensors(); }
   void release_saved() override { ctx.release(); }
   const std::vector<Shape>* input_shapes() const override { return &shapes_of_inputs; }
   Ctx ctx;
