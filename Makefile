@@ -4,13 +4,14 @@
 #   make test    build and run every test (PRESET=tsan: the threaded tests only, docs/fuzzing.md)
 #   make demo    build and train the example networks on Fashion-MNIST
 #   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
+#   make docs-graphs  redraw the backward-graph pictures docs/graph_*.svg (Graphviz)
 PRESET ?= release
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 300
 # OpenMP threads sleep instead of spinning while they wait (Note [OpenMP wait policy]).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: deps build test demo fuzz clean
+.PHONY: deps build test demo fuzz docs-graphs clean
 
 deps:
 	@scripts/install-deps
@@ -31,6 +32,13 @@ fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
 	fuzz/run $(FUZZ_SECONDS)
+
+# examples/graph_pictures writes the graphs as DOT (autograd::to_dot); Graphviz's dot draws them.
+docs-graphs: deps
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS) --target graph_pictures
+	./build/$(PRESET)/examples/graph_pictures build/$(PRESET)
+	for g in graph_mlp graph_checkpoint; do dot -Tsvg build/$(PRESET)/$$g.dot -o docs/$$g.svg || exit 1; done
 
 clean:
 	rm -rf build

@@ -13,12 +13,13 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 
-// Autograd: grad mode, autograd::grad, custom functions, saved-tensor hooks, gradcheck.
+// Autograd: grad mode, autograd::grad, custom functions, saved-tensor hooks, gradcheck, to_dot.
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/saved_tensor.h"
+#include "core/autograd/to_dot.h"
 
 // Modules, layers, losses, initialisation, safetensors.
 #include "nn/nn.h"

@@ -43,6 +43,7 @@
 
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/graph_region.h"
 #include "core/autograd/recompute.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
@@ -286,6 +287,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
   Recorder recorder(*frame);
   std::vector<Tensor> outputs;
   {
+    autograd::GraphRegionGuard region("checkpoint");  // for the pictures: Note [Graph regions]
     autograd::OpObserverGuard observe(&recorder);
     autograd::SavedTensorHooksGuard hooks(
         {[frame](const Tensor& t) -> std::any {

@@ -28,7 +28,7 @@ namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
 }
 
-Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)) {}
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
 
 void accumulate_grad(TensorImpl& t, const Tensor& g) { t.grad = t.grad.defined() ? t.grad + g : g.clone(); }
 

@@ -82,6 +82,7 @@ class Ctx {
     if (recording_) saved_.emplace_back(t, op_name_);
   }
   Tensor saved(size_t i) const { return saved_.at(i).unpack(); }
+  const std::vector<SavedTensor>& saved_tensors() const { return saved_; }
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }
   void release() {
     for (auto& s : saved_) s.release();
@@ -162,6 +163,7 @@ struct FunctionNode final : Node {
   }
   const char* name() const override { return Op::name; }
   int num_outputs() const override { return outputs; }
+  const std::vector<SavedTensor>* saved_tensors() const override { return &ctx.saved_tensors(); }
   void release_saved() override { ctx.release(); }
   Ctx ctx;
   StateOf<Op> state{};

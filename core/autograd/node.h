@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/graph_region.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
 
 struct Node;
 struct TensorHooks;
+class SavedTensor;
 
 struct Edge {
   std::shared_ptr<Node> node;
@@ -34,6 +36,8 @@ struct Node {
   // (one per edge in `next`, undefined where there is none).
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   virtual const char* name() const = 0;
+  // What the node keeps for its backward (autograd::to_dot draws it); none by default.
+  virtual const std::vector<SavedTensor>* saved_tensors() const { return nullptr; }
   virtual int num_outputs() const { return 1; }
   // Frees saved tensors once the node ran in a backward without retain_graph.
   virtual void release_saved() {}
@@ -48,6 +52,8 @@ struct Node {
   std::vector<std::shared_ptr<TensorHooks>> output_hooks;
   // Later nodes run first among those ready, so backward follows the reverse of the forward.
   const uint64_t sequence_nr;
+  // The region the node was recorded in (Note [Graph regions]).
+  const GraphRegion region;
 };
 
 // The sink of a leaf tensor: adds the incoming gradient into leaf.grad.

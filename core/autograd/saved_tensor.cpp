@@ -23,6 +23,8 @@ SavedTensorHooksGuard::~SavedTensorHooksGuard() { hook_stack.pop_back(); }
 SavedTensor::SavedTensor(const Tensor& t, std::string op_name) : op_name_(std::move(op_name)) {
   if (!t.defined()) return;
   defined_ = true;
+  shape_ = t.shape();
+  dtype_ = t.dtype();
   version_counter_ = t.storage()->version_counter();
   saved_version_ = version_counter_->value;
   if (!hook_stack.empty()) {

@@ -44,8 +44,17 @@ class SavedTensor {
   Tensor unpack() const;
   void release();
 
+  // What was saved, without unpacking it (which could recompute): for pictures of the graph.
+  bool defined() const { return defined_; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  bool packed() const { return hooks_ != nullptr; }  // held by saved-tensor hooks, not by the node
+  bool released() const { return released_; }
+
  private:
   std::string op_name_;
+  Shape shape_;
+  DType dtype_ = DType::Float32;
   Tensor data_;                              // without hooks
   std::any packed_;                          // with hooks
   std::shared_ptr<SavedTensorHooks> hooks_;  // with hooks
