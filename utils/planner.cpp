@@ -35,7 +35,7 @@
 
 namespace ember::utils {
 
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample) {
+std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample) {
   EMBER_CHECK(seq.size() > 0, "[profile_layers] the Sequential is empty");
   RngStateGuard keep_generators;
   autograd::RecomputeGuard no_side_effects;  // BatchNorm leaves its running statistics alone
@@ -180,7 +180,7 @@ std::string CheckpointPlan::str() const {
   return os.str();
 }
 
-Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
   EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == seq.size(), "[run_plan] the plan covers ",
               plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the Sequential has ", seq.size());
   Tensor out = x;
@@ -195,7 +195,7 @@ Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x
   return out;
 }
 
-Tensor checkpoint_sequential(nn::Sequential& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options) {
   return run_plan(seq, plan_checkpoints(profile_layers(seq, x), budget.bytes), x, options);
 }

@@ -1,5 +1,6 @@
 #pragma once
-// Memory-budget planner for checkpoint_sequential: profile a Sequential once, then choose which
+// Memory-budget planner for checkpoint_sequential: profile a Sequential (or any ModuleList run in
+// order) once, then choose which
 // runs of layers to checkpoint so the predicted peak fits a byte budget with the least recompute.
 // See Note [Checkpoint planning] in utils/planner.cpp and docs/checkpointing.md.
 #include <string>
@@ -20,7 +21,7 @@ struct LayerProfile {
   int64_t grad_bytes = 0;    // bytes of the gradients backward leaves for its trainable parameters
   double forward_ms = 0;
 };
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample);
+std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample);
 
 struct CheckpointPlan {
   struct Segment {
@@ -42,14 +43,15 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& layers);
 int64_t predicted_peak(const std::vector<LayerProfile>& layers, const CheckpointPlan& plan);
 
 // Runs seq following a plan.
-Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options = {});
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+                const CheckpointOptions& options = {});
 
 struct MemoryBudget {
   int64_t bytes;
 };
 // Profiles seq on x, plans for the budget and runs the plan (convenient for one call; a
 // training loop plans once and calls run_plan).
-Tensor checkpoint_sequential(nn::Sequential& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options = {});
 
 }  // namespace ember::utils
