@@ -2,7 +2,7 @@
 #   make deps    install the missing Debian packages (as root; otherwise prints the apt-get line)
 #   make build   configure and build (PRESET=release|debug|asan|tsan)
 #   make test    build and run every test (PRESET=tsan: the threaded tests only, docs/fuzzing.md)
-#   make demo    build and train the example networks on Fashion-MNIST
+#   make demo    build and train the example networks on Fashion-MNIST and a small GPT on fortunes
 #   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
 #   make docs-graphs  redraw the backward-graph pictures docs/graph_*.svg (Graphviz)
 PRESET ?= release
@@ -27,6 +27,7 @@ test: build
 demo: build
 	./build/$(PRESET)/examples/train_mlp --epochs 2
 	./build/$(PRESET)/examples/train_resnet --epochs 1 --train-limit 6000
+	./build/$(PRESET)/examples/train_gpt --train-limit 3000 --sample-chars 200
 
 fuzz: deps
 	cmake --preset fuzz >/dev/null

@@ -25,6 +25,7 @@
 #include "nn/nn.h"
 
 // Optimizers, learning-rate schedulers, gradient clipping.
+#include "optim/adam.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"

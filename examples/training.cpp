@@ -30,20 +30,21 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // One line per epoch, redrawn in place on a terminal; in a log, a line every tenth of the epoch.
 class ProgressBar {
  public:
-  ProgressBar(int epoch, int epochs, int64_t batches)
-      : epoch_(epoch), epochs_(epochs), batches_(batches), tty_(isatty(STDOUT_FILENO)), start_(Clock::now()) {}
+  ProgressBar(int epoch, int epochs, int64_t batches, std::string unit)
+      : epoch_(epoch), epochs_(epochs), batches_(batches), unit_(std::move(unit)), tty_(isatty(STDOUT_FILENO)),
+        start_(Clock::now()) {}
 
-  void update(int64_t batch, double loss, double acc, int64_t images) {
+  void update(int64_t batch, double loss, double acc, int64_t targets) {
     const bool last = batch == batches_;
     if (!tty_ && !last && batch % std::max<int64_t>(batches_ / 10, 1) != 0) return;
     const double elapsed = seconds_since(start_);
     const double eta = elapsed / static_cast<double>(batch) * static_cast<double>(batches_ - batch);
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * batch / std::max<int64_t>(batches_, 1));
-    std::printf("%sepoch %d/%d [%s%s] %lld/%lld loss %.4f acc %.4f %.0f img/s ETA %.0fs%s", tty_ ? "\r" : "", epoch_,
+    std::printf("%sepoch %d/%d [%s%s] %lld/%lld loss %.4f acc %.4f %.0f %s/s ETA %.0fs%s", tty_ ? "\r" : "", epoch_,
                 epochs_, std::string(static_cast<size_t>(filled), '=').c_str(),
                 std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), static_cast<long long>(batch),
-                static_cast<long long>(batches_), loss, acc, static_cast<double>(images) / elapsed, eta,
+                static_cast<long long>(batches_), loss, acc, static_cast<double>(targets) / elapsed, unit_.c_str(), eta,
                 tty_ && !last ? "" : "\n");
     std::fflush(stdout);
   }
@@ -51,6 +52,7 @@ class ProgressBar {
  private:
   int epoch_, epochs_;
   int64_t batches_;
+  std::string unit_;
   bool tty_;
   Clock::time_point start_;
 };
@@ -155,18 +157,33 @@ Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {
           std::make_unique<data::DataLoader>(std::make_shared<data::FashionMNIST>(c.data, /*train=*/false), test_options)};
 }
 
-double evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+namespace {
+// The cross-entropy of output [..., classes] against targets [...], averaged over the targets.
+Tensor target_loss(const Tensor& output, const Tensor& target) {
+  return cross_entropy(output.flatten(0, -2), target.flatten());
+}
+// How many targets got the highest score.
+int64_t correct_targets(const Tensor& output, const Tensor& target) {
+  NoGradGuard no_grad;
+  return static_cast<int64_t>(sum(argmax(output.detach(), -1) == target).item());
+}
+}  // namespace
+
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   int64_t correct = 0, total = 0;
+  double loss_sum = 0;
   for (data::Batch& b : loader) {
-    Tensor predicted = argmax(model(b.data.to(device)), 1);
-    correct += static_cast<int64_t>(sum(predicted == b.target.to(device)).item());
-    total += b.target.size(0);
+    Tensor output = model(b.data.to(device)), target = b.target.to(device);
+    correct += correct_targets(output, target);
+    loss_sum += target_loss(output, target).item() * static_cast<double>(target.numel());
+    total += target.numel();
   }
   model.train(was_training);
-  return total ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+  if (total == 0) return {};
+  return {loss_sum / static_cast<double>(total), static_cast<double>(correct) / static_cast<double>(total)};
 }
 
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
@@ -196,11 +213,11 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   const std::string csv_path = c.csv.empty() ? program + "_metrics.csv" : c.csv;
   std::ofstream csv(csv_path);
   EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
-  csv << "epoch,train_loss,train_acc,test_acc,lr,seconds,images_per_s,peak_bytes\n" << done.csv_rows;
+  csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
 
   for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
     model.train();
-    ProgressBar bar(epoch, c.epochs, train.size());
+    ProgressBar bar(epoch, c.epochs, train.size(), c.unit);
     const auto epoch_start = Clock::now();
     double loss_sum = 0, epoch_wait = 0;
     int64_t correct = 0, seen = 0, batch_index = 0;
@@ -209,17 +226,14 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       epoch_wait += seconds_since(wait_start);
       Tensor x = b.data.to(device), y = b.target.to(device);
       Tensor logits = forward(x);
-      Tensor loss = cross_entropy(logits, y);
+      Tensor loss = target_loss(logits, y);
       optimizer.zero_grad();
       loss.backward();
       optimizer.step();
       if (scheduler) scheduler->step();
-      const int64_t n = y.size(0);
+      const int64_t n = y.numel();
       loss_sum += loss.item() * static_cast<double>(n);
-      {
-        NoGradGuard no_grad;
-        correct += static_cast<int64_t>(sum(argmax(logits.detach(), 1) == y).item());
-      }
+      correct += correct_targets(logits, y);
       seen += n;
       ++done.steps;
       bar.update(++batch_index, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
@@ -229,15 +243,17 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     done.train_seconds += epoch_seconds;
     done.wait_seconds += epoch_wait;
     done.images += seen;
-    done.test_acc = evaluate(model, test, device);
+    const Evaluation tested = evaluate(model, test, device);
+    done.test_loss = tested.loss;
+    done.test_acc = tested.accuracy;
     done.epochs = epoch;
     done.peak_bytes = std::max(done.peak_bytes, memory::stats(device).peak_bytes);
-    std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, test acc %.4f, %.1f s, %.0f img/s\n", epoch, c.epochs,
-                loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen),
-                done.test_acc, epoch_seconds, static_cast<double>(seen) / epoch_seconds);
+    std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, test loss %.4f, test acc %.4f, %.1f s, %.0f %s/s\n",
+                epoch, c.epochs, loss_sum / static_cast<double>(seen),
+                static_cast<double>(correct) / static_cast<double>(seen), done.test_loss, done.test_acc, epoch_seconds, static_cast<double>(seen) / epoch_seconds, c.unit.c_str());
     std::ostringstream row;
     row << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
-        << ',' << done.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
+        << ',' << done.test_loss << ',' << done.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
         << static_cast<double>(seen) / epoch_seconds << ',' << done.peak_bytes << '\n';
     done.csv_rows += row.str();
     csv << row.str() << std::flush;
@@ -250,6 +266,7 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
 
   RunResult r;
   r.test_acc = done.test_acc;
+  r.test_loss = done.test_loss;
   r.epochs = static_cast<int>(done.epochs);
   r.wall_s = done.wall_seconds;
   r.images_per_s = done.train_seconds > 0 ? static_cast<double>(done.images) / done.train_seconds : 0;
@@ -260,9 +277,9 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     nn::save(model, c.save);
     std::printf("saved the trained weights to %s\n", c.save.c_str());
   }
-  std::printf("summary: test accuracy %.4f after %d epoch(s), wall %.1f s, %.0f images/s, step %.1f ms, "
+  std::printf("summary: test loss %.4f, test accuracy %.4f after %d epoch(s), wall %.1f s, %.0f %s/s, step %.1f ms, "
               "data wait %.1f%% of training time, peak memory %s (metrics in %s)\n",
-              r.test_acc, r.epochs, r.wall_s, r.images_per_s, r.step_ms, r.data_wait_pct,
+              r.test_loss, r.test_acc, r.epochs, r.wall_s, r.images_per_s, c.unit.c_str(), r.step_ms, r.data_wait_pct,
               memory::format_bytes(r.peak_bytes).c_str(), csv_path.c_str());
   return r;
 }

@@ -29,6 +29,7 @@ struct TrainConfig {
   int save_every = 0;          // save a training checkpoint every N epochs (0: never)
   std::string checkpoint_path;  // where; empty: <program>_checkpoint.safetensors
   std::string resume;           // a training checkpoint to continue from
+  std::string unit = "img";     // what one target is, for the progress bar's rate ("tok" for a language model)
 };
 
 // Flag checks that say what they want. (CLI11's PositiveNumber lets nan through.)
@@ -69,9 +70,10 @@ Loaders fashion_mnist_loaders(const TrainConfig& config, bool augment);
 
 struct RunResult {
   double test_acc = 0;
+  double test_loss = 0;  // mean cross-entropy per target on the test set, in nats
   int epochs = 0;
   double wall_s = 0;
-  double images_per_s = 0;
+  double images_per_s = 0;  // targets per second: images, or tokens for a language model
   double step_ms = 0;        // mean training step (forward, backward, optimizer)
   double data_wait_pct = 0;  // time spent waiting for batches, % of training time
   int64_t peak_bytes = 0;    // ember's allocator, on the training device
@@ -81,14 +83,21 @@ struct RunResult {
 using Forward = std::function<Tensor(const Tensor&)>;
 
 // Trains for config.epochs epochs, stepping `scheduler` (if any) after every optimizer step, and
-// evaluates on `test` after each epoch. Prints a progress bar per epoch and a summary. Checks
+// evaluates on `test` after each epoch. The loss is the cross-entropy of the model's output
+// [..., classes] against the targets [...]: one class per image ([N, C] and [N]) or one next token
+// per position ([N, T, V] and [N, T]); accuracy is the fraction of targets whose class scored
+// highest. Prints a progress bar per epoch and a summary. Checks
 // first that the weights and checkpoints can be saved where asked; with config.resume, continues
 // after the checkpoint's last epoch; with config.save_every, saves a checkpoint every N epochs.
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
 
-// Top-1 accuracy of `model` (in eval mode, without autograd) over `loader`.
-double evaluate(nn::Module& model, data::DataLoader& loader, Device device);
+// Mean cross-entropy per target and top-1 accuracy of `model` (in eval mode, without autograd)
+// over `loader`.
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device);
 
 // "result test_acc=0.8853 epochs=10 wall_s=171.2 images_per_s=3512 peak_bytes=123456789 ..."
 std::string result_line(const RunResult& r, const std::string& extra = "");

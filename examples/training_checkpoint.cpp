@@ -9,7 +9,7 @@ namespace ember::examples {
 
 namespace {
 
-constexpr const char* kFormat = "ember training checkpoint 1";
+constexpr const char* kFormat = "ember training checkpoint 2";  // 2: progress.test_loss
 constexpr const char* kCsvRows = "csv_rows";
 constexpr const char* kParts[] = {"model.", "optim.", "sched.", "rng.", "progress."};
 

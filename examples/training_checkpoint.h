@@ -37,7 +37,7 @@ struct TrainingProgress {
   int64_t images = 0;
   int64_t peak_bytes = 0;  // the most the allocator held on the training device
   double train_seconds = 0, wait_seconds = 0, wall_seconds = 0;
-  double test_acc = 0;  // after the latest epoch
+  double test_loss = 0, test_acc = 0;  // after the latest epoch
   std::string csv_rows;  // one line per epoch, as in the metrics CSV
 
   // visit("name", field) for each number above, so saving and loading list them once.
@@ -50,6 +50,7 @@ struct TrainingProgress {
     visit("train_seconds", p.train_seconds);
     visit("wait_seconds", p.wait_seconds);
     visit("wall_seconds", p.wall_seconds);
+    visit("test_loss", p.test_loss);
     visit("test_acc", p.test_acc);
   }
 };

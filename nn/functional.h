@@ -12,13 +12,17 @@ using ember::batch_norm;
 using ember::conv2d;
 using ember::cross_entropy;
 using ember::dropout;
+using ember::embedding;
 using ember::gelu;
+using ember::layer_norm;
 using ember::leaky_relu;
 using ember::log_softmax;
 using ember::max_pool2d;
 using ember::mse_loss;
 using ember::relu;
+using ember::scaled_dot_product_attention;
 using ember::sigmoid;
+using ember::silu;
 using ember::softmax;
 using ember::tanh;
 

@@ -331,3 +331,172 @@ TEST(Functional, StatelessFormsMatchTheLayers) {
   Tensor img = randn({1, 2, 4, 4});
   EXPECT_EQ(values(F::max_pool2d(img, {2, 2}, {2, 2})), values(nn::MaxPool2d(2)(img)));
 }
+
+// ---------------------------------------------------------------------------------------------
+// ModuleList and the transformer layers
+
+TEST(ModuleList, OwnsIndexesIteratesAndNamesLikePyTorch) {
+  struct Model : nn::Module {
+    nn::ModuleList blocks;
+    Model() {
+      blocks.add<nn::Linear>(4, 4);
+      blocks.push_back(std::make_unique<nn::LayerNorm>(4));
+      register_module("blocks", blocks);
+    }
+  } model;
+  EXPECT_EQ(model.blocks.size(), 2u);
+  EXPECT_EQ(model.blocks[1].name(), "LayerNorm");
+  EXPECT_EQ(model.blocks.at<nn::LayerNorm>(1).normalized_shape, (Shape{4}));
+  std::vector<std::string> names;
+  for (auto& [name, t] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias"}));
+  Tensor h = randn({2, 4});
+  Tensor expected = model.blocks.at<nn::LayerNorm>(1)(model.blocks.at<nn::Linear>(0)(h));
+  for (nn::Module& block : model.blocks) h = block(h);
+  EXPECT_EQ(values(h), values(expected));
+  model.eval();  // train()/eval() reach the owned children
+  EXPECT_FALSE(model.blocks[0].is_training());
+  // A list has no forward of its own: the model decides how its blocks run.
+  expect_error([&] { model.blocks(h); }, "[ModuleList] this module has no one-tensor forward()");
+  expect_error([&] { model.blocks[2]; }, "[ModuleList] index 2 is out of range for 2 module(s)");
+  expect_error([&] { model.blocks.at<nn::Linear>(1); }, "[ModuleList] child 1 is a LayerNorm, not the requested type");
+  expect_error([&] { model.blocks.append(nullptr); }, "[ModuleList] cannot hold an empty module");
+  EXPECT_NE(model.str().find("(blocks): ModuleList(\n    (0): Linear(in_features=4, out_features=4, bias=True)\n"
+                             "    (1): LayerNorm((4,), eps=1e-05, elementwise_affine=True)"),
+            std::string::npos)
+      << model.str();
+}
+
+TEST(Layers, LayerNormNormalisesTheTrailingDims) {
+  nn::LayerNorm ln(Shape{2, 3}, 1e-3);
+  EXPECT_EQ(ln.weight.shape(), (Shape{2, 3}));
+  EXPECT_EQ(values(ln.weight), std::vector<double>(6, 1.0));
+  EXPECT_EQ(values(ln.bias), std::vector<double>(6, 0.0));
+  Tensor x = randn({4, 2, 3}) * 3.0 + 1.0;
+  EXPECT_EQ(values(ln(x)), values(layer_norm(x, {2, 3}, ln.weight, ln.bias, 1e-3)));
+  // Every [2, 3] slice comes out with mean 0 and (biased) variance 1 / (1 + eps / var).
+  Tensor rows = ln(x).reshape({4, 6});
+  for (double m : values(mean(rows, {1}))) EXPECT_NEAR(m, 0.0, 1e-5);
+  nn::LayerNorm plain(5, 1e-5, false);
+  EXPECT_FALSE(plain.weight.defined());
+  EXPECT_EQ(plain.parameters().size(), 0u);
+  EXPECT_EQ(plain.str(), "LayerNorm((5,), eps=1e-05, elementwise_affine=False)");
+  EXPECT_EQ(ln.str(), "LayerNorm((2, 3), eps=0.001, elementwise_affine=True)");
+  expect_error([&] { ln(randn({4, 3, 2})); },
+               "[layer_norm] normalized_shape [2, 3] must be the trailing dims of the input of shape [4, 3, 2]");
+  expect_error([] { nn::LayerNorm(Shape{}); },
+               "[LayerNorm] normalized_shape must be non-empty with positive dims, got []");
+  expect_error([] { nn::LayerNorm(0); }, "[LayerNorm] normalized_shape must be non-empty with positive dims, got [0]");
+  expect_error([] { nn::LayerNorm(4, 0.0); }, "[LayerNorm] eps must be finite and > 0, got 0");
+  nn::LayerNorm small(3);
+  expect_module_gradcheck(small, randn({2, 3}));
+}
+
+TEST(Layers, EmbeddingLooksUpRowsAndRefusesBadIds) {
+  manual_seed(3);
+  nn::Embedding table(10, 4);
+  EXPECT_EQ(table.weight.shape(), (Shape{10, 4}));
+  Tensor ids = from_vector<int64_t>({7, 0, 7}, {3}, TensorOptions(kInt64));
+  Tensor rows = table(ids);
+  EXPECT_EQ(rows.shape(), (Shape{3, 4}));
+  EXPECT_EQ(values(rows.select(0, 0)), values(table.weight.select(0, 7)));
+  EXPECT_EQ(values(rows.select(0, 1)), values(table.weight.select(0, 0)));
+  EXPECT_EQ(table.str(), "Embedding(10, 4)");
+  // N(0, 1) at first, as PyTorch's.
+  nn::Embedding big(1000, 100);
+  EXPECT_NEAR(mean(big.weight).item(), 0.0, 0.02);
+  EXPECT_NEAR(stddev(big.weight.flatten(), {0}).item(), 1.0, 0.02);
+  expect_error([&] { table(from_vector<int64_t>({3, 10}, {2}, TensorOptions(kInt64))); },
+               "[embedding] id 10 is out of range for a table of 10 embeddings (weight shape [10, 4])");
+  expect_error([&] { table(from_vector<int64_t>({-1}, {1}, TensorOptions(kInt64))); },
+               "[embedding] id -1 is out of range");
+  expect_error([&] { table(zeros({2})); }, "[embedding] indices must be int64, got float32");
+  expect_error([] { nn::Embedding(0, 4); },
+               "[Embedding] num_embeddings and embedding_dim must be positive, got 0 and 4");
+}
+
+TEST(Layers, MultiheadAttentionSplitsHeadsAndIsCausal) {
+  manual_seed(4);
+  nn::MultiheadAttention attn(8, 2);
+  EXPECT_EQ(attn.head_dim, 4);
+  std::vector<std::string> names;
+  for (auto& [name, t] : attn.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"qkv.weight", "qkv.bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(attn.qkv.weight.shape(), (Shape{24, 8}));
+
+  // The formula written out head by head.
+  Tensor x = randn({2, 5, 8});
+  std::vector<Tensor> qkv = chunk(attn.qkv(x), 3, -1);
+  std::vector<Tensor> heads;
+  for (int64_t h = 0; h < 2; ++h) {
+    Tensor q = qkv[0].narrow(2, 4 * h, 4), k = qkv[1].narrow(2, 4 * h, 4), v = qkv[2].narrow(2, 4 * h, 4);
+    Tensor scores = masked_fill(matmul(q, k.transpose(1, 2)) / 2.0, causal_mask(5) == 0.0, -INFINITY);
+    heads.push_back(matmul(softmax(scores, -1), v));
+  }
+  Tensor expected = attn.out_proj(cat(heads, 2));
+  testutil::expect_near(attn(x), values(expected), 1e-5);
+
+  // Causal: changing the last position changes nothing before it.
+  Tensor y = attn(x);
+  Tensor x2 = x.clone();
+  x2.narrow(1, 4, 1).fill_(3.0);
+  Tensor y2 = attn(x2);
+  EXPECT_EQ(values(y.narrow(1, 0, 4)), values(y2.narrow(1, 0, 4)));
+  EXPECT_NE(values(y.narrow(1, 4, 1)), values(y2.narrow(1, 4, 1)));
+
+  EXPECT_NE(attn.str().find("MultiheadAttention(embed_dim=8, num_heads=2, dropout=0, causal=True\n"
+                            "  (qkv): Linear(in_features=8, out_features=24, bias=True)"),
+            std::string::npos)
+      << attn.str();
+  expect_error([] { nn::MultiheadAttention(10, 3); },
+               "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
+  expect_error([] { nn::MultiheadAttention(8, 0); },
+               "[MultiheadAttention] embed_dim and num_heads must be positive, got 8 and 0");
+  expect_error([] { nn::MultiheadAttention(8, 2, 1.5); },
+               "[MultiheadAttention] dropout has to be between 0 and 1, but got 1.5");
+  expect_error([&] { attn(randn({5, 8})); }, "[MultiheadAttention] expected input [batch, seq, 8], got shape [5, 8]");
+  expect_error([&] { attn(randn({2, 5, 6})); },
+               "[MultiheadAttention] expected input [batch, seq, 8], got shape [2, 5, 6]");
+  expect_error([&] { attn.forward(x, ones({4, 4}, TensorOptions(kUInt8))); },
+               "[scaled_dot_product_attention] attn_mask of shape [4, 4] does not broadcast to the scores' shape "
+               "[2, 2, 5, 5]");
+
+  nn::MultiheadAttention small(4, 2);
+  expect_module_gradcheck(small, randn({2, 3, 4}));
+}
+
+TEST(Layers, MultiheadAttentionDropoutIsTheOutputsAndOnlyInTraining) {
+  manual_seed(6);
+  nn::MultiheadAttention attn(8, 2, 0.5);
+  Tensor x = randn({2, 5, 8});
+  attn.eval();
+  Tensor plain = attn(x);
+  attn.train();
+  RngStateGuard keep;
+  Tensor dropped = attn(x);
+  // Each output element is either dropped or the eval output scaled by 1 / (1 - p).
+  const std::vector<double> p = values(plain), d = values(dropped);
+  int zeros_seen = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (d[i] == 0.0) ++zeros_seen;
+    else EXPECT_NEAR(d[i], 2.0 * p[i], 1e-5);
+  }
+  EXPECT_GT(zeros_seen, 0);
+}
+
+TEST(Layers, TransformerBlockIsPreLayerNormResidual) {
+  manual_seed(7);
+  nn::TransformerBlock block(8, 2);
+  std::vector<std::string> names;
+  for (auto& [name, t] : block.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"ln1.weight", "ln1.bias", "attn.qkv.weight", "attn.qkv.bias",
+                                             "attn.out_proj.weight", "attn.out_proj.bias", "ln2.weight", "ln2.bias",
+                                             "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"}));
+  EXPECT_EQ(block.mlp.at<nn::Linear>(0).out_features, 32);
+  Tensor x = randn({2, 3, 8});
+  Tensor h = x + block.attn(block.ln1(x));
+  Tensor expected = h + block.mlp.at<nn::Linear>(2)(gelu(block.mlp.at<nn::Linear>(0)(block.ln2(h))));
+  EXPECT_EQ(values(block(x)), values(expected));
+  nn::TransformerBlock small(4, 2);
+  expect_module_gradcheck(small, randn({1, 3, 4}));
+}

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -95,13 +96,15 @@ void expect_buffers(const Fixture& f, nn::Module& m, const std::string& prefix) 
 
 // One forward of `m` on the file's x (after loading its state.*) and the gradients of
 // (out * w).sum(); see make_nn_fixtures.py's layer_case().
-void check_layer(const std::string& case_name, nn::Module& m, bool train, Tol grad_tol = kFloat32Tol) {
+// `forward` runs the module when it is not m(x) (an extra argument from the file).
+void check_layer(const std::string& case_name, nn::Module& m, bool train, Tol grad_tol = kFloat32Tol,
+                 const std::function<Tensor(const Fixture&, const Tensor&)>& forward = nullptr) {
   SCOPED_TRACE("case nn_" + case_name + ".txt");
   Fixture f = Fixture::load("nn_" + case_name + ".txt");
   m.load_state_dict(with_prefix(f, "state."));
   m.train(train);
   Tensor x = f.get("x").requires_grad_();
-  Tensor out = m(x);
+  Tensor out = forward ? forward(f, x) : m(x);
   EXPECT_MATCHES(f, "out", out, kFloat32Tol);
   sum(out * f.get("w")).backward();
   EXPECT_MATCHES(f, "grad.x", x.grad(), grad_tol);
@@ -346,4 +349,44 @@ TEST(NnParity, ResNetTrainingStep) {
   // parameters after the step match to float32's tolerance.
   for (const auto& [name, p] : model.named_parameters()) EXPECT_MATCHES(f, "step." + name, p, kFloat32Tol);
   EXPECT_EQ(unmatched(f, "step.", keys_of(model.named_parameters())), std::vector<std::string>{});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transformer layers. The attention cases come from torch's own F.multi_head_attention_forward
+// under ember's parameter names (make_nn_fixtures.py), so they pin the qkv layout and the head
+// split as well as the values.
+
+TEST(NnParity, LayerNorm) {
+  nn::LayerNorm over_last(6), over_two(Shape{3, 4}, 1e-3), plain(5, 1e-5, false);
+  check_layer("layer_norm_6", over_last, true);
+  check_layer("layer_norm_3x4", over_two, true);
+  check_layer("layer_norm_plain", plain, true);
+}
+
+TEST(NnParity, Embedding) {
+  Fixture f = Fixture::load("nn_embedding.txt");
+  nn::Embedding table(10, 4);
+  table.load_state_dict(with_prefix(f, "state."));
+  Tensor out = table(f.get("x"));
+  EXPECT_MATCHES(f, "out", out, kFloat32Tol);
+  sum(out * f.get("w")).backward();
+  expect_param_grads(f, table, kFloat32Tol);
+}
+
+TEST(NnParity, CausalMultiheadAttention) {
+  nn::MultiheadAttention attn(8, 2);
+  check_layer("mha_causal", attn, true);
+}
+
+TEST(NnParity, MultiheadAttentionWithAMask) {
+  nn::MultiheadAttention attn(8, 4, 0.0, /*causal=*/false);
+  check_layer("mha_mask", attn, true, kFloat32Tol,
+              [&](const Fixture& f, const Tensor& x) { return attn.forward(x, f.get("mask").to(kUInt8)); });
+}
+
+// One whole GPT block, forward and backward: both LayerNorms, the attention, the MLP and the two
+// residual additions.
+TEST(NnParity, TransformerBlock) {
+  nn::TransformerBlock block(8, 2);
+  check_layer("transformer_block", block, true);
 }

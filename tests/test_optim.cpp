@@ -13,6 +13,7 @@
 #include "core/ops.h"
 #include "fixture.h"
 #include "nn/linear.h"
+#include "optim/adam.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
@@ -51,8 +52,10 @@ optim::SGDOptions sgd_options(const Fixture& f) {
       .maximize(hyper(f, "maximize") != 0.0);
 }
 
-optim::AdamWOptions adamw_options(const Fixture& f) {
-  return optim::AdamWOptions(hyper(f, "lr"))
+// AdamOptions or AdamWOptions from the fixture's hyper-parameters.
+template <class Options>
+Options adam_options(const Fixture& f) {
+  return Options(hyper(f, "lr"))
       .betas({hyper(f, "beta1"), hyper(f, "beta2")})
       .eps(hyper(f, "eps"))
       .weight_decay(hyper(f, "weight_decay"))
@@ -76,8 +79,11 @@ using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vecto
 std::unique_ptr<optim::Optimizer> make_sgd(std::vector<Tensor> params, const Fixture& f) {
   return std::make_unique<optim::SGD>(std::move(params), sgd_options(f));
 }
+std::unique_ptr<optim::Optimizer> make_adam(std::vector<Tensor> params, const Fixture& f) {
+  return std::make_unique<optim::Adam>(std::move(params), adam_options<optim::AdamOptions>(f));
+}
 std::unique_ptr<optim::Optimizer> make_adamw(std::vector<Tensor> params, const Fixture& f) {
-  return std::make_unique<optim::AdamW>(std::move(params), adamw_options(f));
+  return std::make_unique<optim::AdamW>(std::move(params), adam_options<optim::AdamWOptions>(f));
 }
 
 // Replays the 20 gradients and compares the parameters after every step, then the final state
@@ -122,6 +128,30 @@ TEST(OptimParity, SGD) {
 TEST(OptimParity, AdamW) {
   for (const char* file : {"optim_adamw_default.txt", "optim_adamw_amsgrad.txt", "optim_adamw_weight_decay.txt"})
     check_parity(file, make_adamw);
+}
+
+TEST(OptimParity, Adam) {
+  for (const char* file : {"optim_adam_default.txt", "optim_adam_weight_decay.txt", "optim_adam_amsgrad.txt"})
+    check_parity(file, make_adam);
+}
+
+// The same hyper-parameters with weight decay give different steps: Adam's decay goes through the
+// moments (and is divided by sqrt(v) like the gradient), AdamW's shrinks the weight directly.
+TEST(Optim, AdamCouplesWeightDecayAndAdamWDecouplesIt) {
+  Tensor a = full({3}, 2.0).requires_grad_(), b = full({3}, 2.0).requires_grad_();
+  optim::Adam adam({a}, optim::AdamOptions(0.1).weight_decay(0.5));
+  optim::AdamW adamw({b}, optim::AdamWOptions(0.1).weight_decay(0.5));
+  a.set_grad(full({3}, 1.0));
+  b.set_grad(full({3}, 1.0));
+  adam.step();
+  adamw.step();
+  // Adam: g = 1 + 0.5 * 2 = 2, and the first bias-corrected step is lr * g / |g| = 0.1.
+  EXPECT_NEAR(a.to_vector<double>()[0], 2.0 - 0.1, 1e-6);
+  // AdamW: 2 * (1 - 0.1 * 0.5) = 1.9, then the same unit step of 0.1.
+  EXPECT_NEAR(b.to_vector<double>()[0], 1.9 - 0.1, 1e-6);
+  EXPECT_EQ(adam.name(), "Adam");
+  EXPECT_EQ(optim::AdamOptions().weight_decay_, 0.0);  // torch's defaults
+  EXPECT_EQ(optim::AdamWOptions().weight_decay_, 1e-2);
 }
 
 TEST(OptimParity, Schedulers) {

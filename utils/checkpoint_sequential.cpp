@@ -4,14 +4,14 @@ namespace ember::utils {
 
 namespace {
 // Runs seq[begin, end) in order.
-Tensor run_range(nn::Sequential& seq, size_t begin, size_t end, const Tensor& x) {
+Tensor run_range(nn::ModuleList& seq, size_t begin, size_t end, const Tensor& x) {
   Tensor out = x;
   for (size_t i = begin; i < end; ++i) out = seq[i](out);
   return out;
 }
 }  // namespace
 
-Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor& x, const CheckpointOptions& options) {
+Tensor checkpoint_sequential(nn::ModuleList& seq, int64_t segments, const Tensor& x, const CheckpointOptions& options) {
   const auto n = static_cast<int64_t>(seq.size());
   EMBER_CHECK(segments >= 1 && segments <= std::max<int64_t>(n, 1), "[checkpoint_sequential] segments must be in [1, ",
               n, "] for a Sequential of ", n, " module(s), got ", segments);

@@ -1,5 +1,6 @@
 #pragma once
-// Checkpointing applied to whole models: segments of a Sequential, or chosen blocks of any model.
+// Checkpointing applied to whole models: segments of a stack of modules run in order (a Sequential,
+// or a ModuleList such as a transformer's blocks), or chosen blocks of any model.
 #include <functional>
 
 #include "nn/sequential.h"
@@ -7,11 +8,13 @@
 
 namespace ember::utils {
 
-// PyTorch's segment semantics: the modules are cut into `segments` runs of size
+// Runs seq's modules in order, each on the previous one's output (a Sequential's forward; a
+// ModuleList has none, so this is how its blocks run checkpointed), with PyTorch's segment
+// semantics: the modules are cut into `segments` runs of size
 // size() / segments; every run but the last is checkpointed, the last (with the remainder)
 // runs normally since its activations are needed first in backward anyway. segments = 1 is
 // therefore the plain forward.
-Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor& x,
+Tensor checkpoint_sequential(nn::ModuleList& seq, int64_t segments, const Tensor& x,
                              const CheckpointOptions& options = {});
 
 // Checkpointing as a switch on an existing model: every module (at any depth) for which `which`

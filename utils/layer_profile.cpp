@@ -135,8 +135,8 @@ class GradsSetAside {
 
 }  // namespace
 
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample) {
-  EMBER_CHECK(seq.size() > 0, "[profile_layers] the Sequential is empty");
+std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample) {
+  EMBER_CHECK(seq.size() > 0, "[profile_layers] the module list is empty");
   EMBER_CHECK(sample.defined(), "[profile_layers] the sample is an undefined tensor");
   RngStateGuard keep_generators;
   autograd::RecomputeGuard no_side_effects;  // BatchNorm leaves its running statistics alone

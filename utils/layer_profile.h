@@ -29,6 +29,6 @@ struct LayerProfile {
 // loss sends (the loss's own memory is the caller's). The step leaves no trace: generator states,
 // BatchNorm statistics and every parameter's .grad (and the sample's) are as they were; the
 // device's peak statistic is reset.
-std::vector<LayerProfile> profile_layers(nn::Sequential& seq, const Tensor& sample);
+std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample);
 
 }  // namespace ember::utils

@@ -196,9 +196,9 @@ std::string CheckpointPlan::str() const {
   return os.str();
 }
 
-Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
   EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == seq.size(), "[run_plan] the plan covers ",
-              plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the Sequential has ", seq.size());
+              plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the module list has ", seq.size());
   Tensor out = x;
   for (const auto& s : plan.segments) {
     auto run = [&seq, s](const Tensor& in) {
@@ -211,7 +211,7 @@ Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x
   return out;
 }
 
-Tensor checkpoint_sequential(nn::Sequential& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options) {
   return run_plan(seq, plan_checkpoints(profile_layers(seq, x), budget.bytes), x, options);
 }

@@ -1,7 +1,7 @@
 #pragma once
-// Memory-budget planner for checkpoint_sequential: profile one plain step of a Sequential
-// (utils/layer_profile.h), then choose which runs of layers to checkpoint so the predicted peak of
-// a step fits a byte budget with the least recompute.
+// Memory-budget planner for checkpoint_sequential: profile one plain step of a Sequential, or of
+// any ModuleList run in order (utils/layer_profile.h), then choose which runs of layers to
+// checkpoint so the predicted peak of a step fits a byte budget with the least recompute.
 // See Note [Checkpoint planning] in utils/planner.cpp and docs/checkpointing.md.
 #include <string>
 #include <utility>
@@ -37,14 +37,15 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& layers);
 int64_t predicted_peak(const std::vector<LayerProfile>& layers, const CheckpointPlan& plan);
 
 // Runs seq following a plan.
-Tensor run_plan(nn::Sequential& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options = {});
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+                const CheckpointOptions& options = {});
 
 struct MemoryBudget {
   int64_t bytes;
 };
 // Profiles seq on x, plans for the budget and runs the plan (convenient for one call; a
 // training loop plans once and calls run_plan).
-Tensor checkpoint_sequential(nn::Sequential& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options = {});
 
 }  // namespace ember::utils

@@ -1,0 +1,205 @@
+// Trains a character-level GPT on the fortunes of Debian's `fortunes` package and samples from it:
+// token and position embeddings, pre-LayerNorm transformer blocks, AdamW without decay on biases,
+// LayerNorms and embeddings, a linear warm-up into a cosine schedule. The last 10% of the text is
+// the validation set; its loss is reported in nats and in bits per character (bpc = loss / ln 2).
+//   ./train_gpt                                    4 blocks, d = 128, 4 heads, context 128
+//   ./train_gpt --checkpoint blocks                each TransformerBlock checkpointed
+// --checkpoint none|blocks|sqrt|budget=MB as train_resnet (examples/checkpoint_mode.h), and the
+// common flags of examples/training.h: an "epoch" is one pass over the training windows, and
+// --train-limit counts windows. The last line printed is machine-readable:
+//   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=...
+// --sweep trains nothing: it measures one training step (forward and backward) of 4, 8 and 16
+// blocks under --checkpoint none, blocks and sqrt, and prints a key=value line for each:
+//   ./train_gpt --sweep --context 256
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "core/allocator.h"
+#include "core/generator.h"
+#include "data/subset.h"
+#include "examples/char_text.h"
+#include "examples/checkpoint_mode.h"
+#include "examples/gpt.h"
+#include "examples/training.h"
+#include "optim/lr_scheduler.h"
+
+using namespace ember;
+
+namespace {
+
+struct Settings {
+  examples::GPTConfig model;
+  double weight_decay = 0.1;
+  int64_t warmup = 100;
+  int64_t sample_chars = 400;
+  double temperature = 0.8;
+  int64_t top_k = 10;
+  std::string prompt = "The ";
+  std::string checkpoint = "none";
+  bool sweep = false;
+};
+
+void add_gpt_flags(CLI::App& app, Settings& s) {
+  const auto count = CLI::Range(int64_t{1}, int64_t{1} << 20);
+  app.add_option("--layers", s.model.num_layers, "transformer blocks")->check(count)->capture_default_str();
+  app.add_option("--embed-dim", s.model.embed_dim, "model width d")->check(count)->capture_default_str();
+  app.add_option("--heads", s.model.num_heads, "attention heads (must divide --embed-dim)")
+      ->check(count)
+      ->capture_default_str();
+  app.add_option("--context", s.model.context, "characters per training window and the position table's size")
+      ->check(count)
+      ->capture_default_str();
+  app.add_option("--dropout", s.model.dropout, "dropout after the embeddings and in every block")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay of the matmul weights")
+      ->check(examples::kNonNegative)
+      ->capture_default_str();
+  app.add_option("--warmup", s.warmup, "steps of linear learning-rate warm-up before the cosine decay")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--sample-chars", s.sample_chars, "characters to sample after training")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--temperature", s.temperature, "sampling temperature")
+      ->check(examples::kPositive)
+      ->capture_default_str();
+  app.add_option("--top-k", s.top_k, "sample among the k most likely characters (0: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--prompt", s.prompt, "the text the sample continues")->capture_default_str();
+  app.add_option("--checkpoint", s.checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
+  app.add_flag("--sweep", s.sweep, "measure a training step's peak memory and time at 4, 8 and 16 blocks with each "
+                                   "checkpoint mode instead of training");
+}
+
+// Linear warm-up from lr / warmup to lr over `warmup` steps, then a cosine down to lr / 10 at the
+// last step (nanoGPT's schedule); the cosine alone without warm-up.
+std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, int64_t warmup, int64_t total_steps) {
+  const double min_lr = optimizer.group_lr(0) / 10;
+  warmup = std::min(warmup, total_steps - 1);
+  if (warmup <= 0) return std::make_unique<optim::CosineAnnealingLR>(optimizer, total_steps, min_lr);
+  auto warm = std::make_shared<optim::LinearWarmup>(optimizer, warmup, 1.0 / static_cast<double>(warmup));
+  auto cosine = std::make_shared<optim::CosineAnnealingLR>(optimizer, total_steps - warmup, min_lr);
+  return std::make_unique<optim::SequentialLR>(
+      optimizer, std::vector<std::shared_ptr<optim::LRScheduler>>{warm, cosine}, std::vector<int64_t>{warmup});
+}
+
+std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+// --sweep: one untimed and two timed training steps (forward, cross-entropy, backward) on random
+// tokens per depth and mode. Bytes are the peak above what was live before the step (the
+// parameters and the batch), from ember's allocator.
+void sweep(Settings s, const examples::TrainConfig& config, Device device, int64_t vocab_size) {
+  using Clock = std::chrono::steady_clock;
+  s.model.vocab_size = vocab_size;
+  const TensorOptions on_device = TensorOptions(kInt64).with_device(device);
+  for (int64_t layers : {4, 8, 16})
+    for (const char* kind : {"none", "blocks", "sqrt"}) {
+      s.model.num_layers = layers;
+      manual_seed(config.seed);
+      examples::GPT model(s.model);
+      model.to(device);
+      Tensor x = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
+      Tensor y = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
+      examples::Forward forward = examples::checkpointed_forward(
+          {model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
+           [&model](const Tensor& h) { return model.head_forward(h); }},
+          {kind}, x);
+      int64_t peak = 0;
+      double seconds = 0;
+      for (int step = 0; step < 3; ++step) {
+        model.zero_grad();
+        const int64_t before = memory::stats(device).live_bytes;
+        memory::reset_peak(device);
+        const auto start = Clock::now();
+        cross_entropy(forward(x).flatten(0, 1), y.flatten()).backward();
+        if (step == 0) continue;  // warm-up: first allocations, first-touch page faults
+        seconds += std::chrono::duration<double>(Clock::now() - start).count();
+        peak = std::max(peak, memory::stats(device).peak_bytes - before);
+      }
+      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld step_ms=%.1f\n",
+                  static_cast<long long>(layers), static_cast<long long>(s.model.context),
+                  static_cast<long long>(config.batch_size), kind, static_cast<long long>(peak), 1000 * seconds / 2);
+      std::fflush(stdout);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::ensure_passive_openmp_wait(argv);
+  CLI::App app{"Train a character-level GPT on the fortunes of Debian's fortunes package"};
+  examples::TrainConfig config;
+  // Measured to finish in under 10 minutes on the project's 2-core machine (README).
+  config.epochs = 1;
+  config.batch_size = 16;
+  config.lr = 2e-3;
+  config.unit = "tok";
+  Settings s;
+  examples::add_common_flags(app, config);
+  app.get_option("--data")->description(std::string("fortunes directory (default ") + examples::kFortunesDir + ")");
+  app.get_option("--batch-size")->description("windows per batch");
+  app.get_option("--train-limit")->description("train on the first N windows only (0: all)");
+  add_gpt_flags(app, s);
+  return examples::run_main(app, argc, argv, "train_gpt", [&] {
+    const examples::CheckpointMode mode = examples::parse_checkpoint_mode(s.checkpoint, "train_gpt");
+    const Device device = examples::setup(config);
+
+    const std::string text = examples::read_fortunes(config.data.empty() ? examples::kFortunesDir : config.data);
+    const examples::CharVocab vocab(text);
+    const std::vector<int64_t> prompt = ids_of(vocab.encode(s.prompt));  // a bad prompt fails before training
+    if (s.sweep) return sweep(s, config, device, vocab.size());
+    const size_t split = text.size() - text.size() / 10;  // the last 10% validates
+    std::shared_ptr<const data::Dataset> train_set =
+        examples::next_token_windows(vocab.encode(std::string_view(text).substr(0, split)), s.model.context);
+    if (config.train_limit > 0) train_set = std::make_shared<data::Subset>(train_set, config.train_limit);
+    auto val_set = examples::next_token_windows(vocab.encode(std::string_view(text).substr(split)), s.model.context);
+    data::DataLoader train(train_set, data::DataLoaderOptions()
+                                          .batch_size(config.batch_size)
+                                          .shuffle(true)
+                                          .seed(config.seed)
+                                          .num_workers(config.workers));
+    data::DataLoader val(val_set, data::DataLoaderOptions().batch_size(64).num_workers(config.workers));
+
+    s.model.vocab_size = vocab.size();
+    examples::GPT model(s.model);
+    model.to(device);
+    int64_t params = 0;
+    for (const Tensor& p : model.parameters()) params += p.numel();
+    std::printf("text: %zu characters (%lld distinct), %lld training windows of %lld, %lld validation windows\n"
+                "model: %lld blocks, d=%lld, %lld heads, %lld parameters\n",
+                text.size(), static_cast<long long>(vocab.size()), static_cast<long long>(train_set->size()),
+                static_cast<long long>(s.model.context), static_cast<long long>(val_set->size()),
+                static_cast<long long>(s.model.num_layers), static_cast<long long>(s.model.embed_dim),
+                static_cast<long long>(s.model.num_heads), static_cast<long long>(params));
+
+    optim::AdamW optimizer(examples::gpt_param_groups(
+        model, optim::AdamWOptions(config.lr).betas({0.9, 0.99}).weight_decay(s.weight_decay)));
+    const int64_t total_steps = config.epochs * train.size();
+    std::unique_ptr<optim::LRScheduler> schedule = warmup_cosine(optimizer, s.warmup, total_steps);
+
+    Tensor sample = randint(0, vocab.size(), {config.batch_size, s.model.context},
+                            TensorOptions(kInt64).with_device(device));
+    examples::Forward forward = examples::checkpointed_forward(
+        {model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
+         [&model](const Tensor& h) { return model.head_forward(h); }},
+        mode, sample);
+    sample = Tensor();
+    examples::RunResult r = examples::fit(model, forward, optimizer, schedule.get(), train, val, config, "train_gpt");
+
+    const double bpc = r.test_loss / std::log(2.0);
+    std::printf("validation: loss %.4f nats, %.4f bits per character\n", r.test_loss, bpc);
+    if (s.sample_chars > 0) {
+      manual_seed(config.seed);
+      const std::string story = vocab.decode(examples::generate(model, prompt, s.sample_chars, s.temperature, s.top_k));
+      std::printf("sample (temperature %g, top-k %lld, seed %llu):\n%s\n", s.temperature,
+                  static_cast<long long>(s.top_k), static_cast<unsigned long long>(config.seed), story.c_str());
+    }
+    std::printf("result val_loss=%.4f bpc=%.4f steps=%lld tokens_per_s=%.0f peak_bytes=%lld checkpoint=%s\n",
+                r.test_loss, bpc, static_cast<long long>(total_steps), r.images_per_s,
+                static_cast<long long>(r.peak_bytes), s.checkpoint.c_str());
+  });
+}

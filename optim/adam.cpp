@@ -1,0 +1,84 @@
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "core/ops.h"
+
+namespace ember::optim {
+
+void AdamHyperParams::check(const std::string& optimizer) const {
+  EMBER_CHECK(beta1_ >= 0.0 && beta1_ < 1.0 && beta2_ >= 0.0 && beta2_ < 1.0, "[", optimizer, "] invalid betas (",
+              beta1_, ", ", beta2_, ") (expected 0 <= beta < 1)");
+  EMBER_CHECK(std::isfinite(eps_) && eps_ >= 0.0, "[", optimizer, "] invalid eps ", eps_,
+              " (expected a finite eps >= 0)");
+  EMBER_CHECK(std::isfinite(weight_decay_) && weight_decay_ >= 0.0, "[", optimizer, "] invalid weight_decay ",
+              weight_decay_, " (expected a finite weight_decay >= 0)");
+}
+
+std::vector<StateSpec> adam_state_specs() {
+  return {{"step", StateKind::Counter},
+          {"exp_avg", StateKind::LikeParam},
+          {"exp_avg_sq", StateKind::LikeParam},
+          {"max_exp_avg_sq", StateKind::LikeParam}};
+}
+
+namespace {
+Tensor& zeros_once(Tensor& slot, const Tensor& like) {
+  if (!slot.defined()) slot = zeros_like(like);
+  return slot;
+}
+}  // namespace
+
+// Note [Adam update]
+// With gradient g of parameter p at step t (counted per parameter: one skipped while its grad
+// was undefined does not advance), as torch.optim.Adam and torch.optim.AdamW compute it:
+//   g = g + weight_decay * p                 Adam (coupled): L2 regularisation, part of the moments
+//   p = p * (1 - lr * weight_decay)          AdamW (decoupled): not part of the moments
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g * g
+//   v_max = max(v_max, v)                    amsgrad only; then v_max replaces v below
+//   p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// The bias corrections undo the moments' start at zero; eps is added after the correction, so it
+// has the same weight at every step. Coupled decay is divided by sqrt(v) like the gradient, so
+// parameters with large gradients are barely decayed; decoupling (Loshchilov & Hutter) shrinks
+// every weight by the same factor, which is why AdamW is the usual choice for transformers.
+void adam_update(const Tensor& p, const Tensor& grad, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
+                 WeightDecayMode mode) {
+  Tensor& count = state["step"];
+  if (!count.defined()) count = scalar_tensor(0.0, kInt64);
+  const auto t = static_cast<double>(count.item<int64_t>() + 1);
+  count.fill_(t);
+
+  Tensor g = grad;
+  if (o.weight_decay_ != 0.0) {
+    if (mode == WeightDecayMode::Coupled) g = g + p * o.weight_decay_;
+    else p.mul_(1.0 - o.lr_ * o.weight_decay_);
+  }
+  const Tensor& m = zeros_once(state["exp_avg"], p);
+  const Tensor& v = zeros_once(state["exp_avg_sq"], p);
+  m.mul_(o.beta1_);
+  m.add_(g, 1.0 - o.beta1_);
+  v.mul_(o.beta2_);
+  v.add_(g * g, 1.0 - o.beta2_);
+
+  const Tensor* second = &v;
+  if (o.amsgrad_) {
+    const Tensor& v_max = zeros_once(state["max_exp_avg_sq"], p);
+    v_max.copy_(maximum(v_max, v));
+    second = &v_max;
+  }
+  const double bias_correction1 = 1.0 - std::pow(o.beta1_, t);
+  const double bias_correction2 = 1.0 - std::pow(o.beta2_, t);
+  const Tensor denom = sqrt(*second) / std::sqrt(bias_correction2) + o.eps_;
+  p.add_(m / denom, -o.lr_ / bias_correction1);
+}
+
+Adam::Adam(const std::vector<AdamParamGroup>& groups) : OptimizerWith("Adam", groups, adam_state_specs()) {}
+
+void Adam::step() {
+  for_each_param_with_grad([](const Tensor& p, const Tensor& g, const AdamOptions& o, ParamState& state) {
+    adam_update(p, g, o, state, WeightDecayMode::Coupled);
+  });
+}
+
+}  // namespace ember::optim
