@@ -192,7 +192,7 @@ using EmbeddingFwdFn = void(const Tensor& weight, const Tensor& indices, const T
 // grad[j] whose id is r, added in j order, zero for ids that never occur (Note [Embedding backward]).
 using EmbeddingBwdFn = void(const Tensor& grad, const Tensor& indices, const Tensor& grad_weight);
 
-// x contiguous: fingerprint::finish of the sums of fingerprint::add_element over its elements
+// x in any layout: fingerprint::finish of the sums of fingerprint::add_element over its elements
 // (Note [Tensor fingerprints]); the same 64 bits on every device
 using FingerprintFn = uint64_t(const Tensor& x);
 

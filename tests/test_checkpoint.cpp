@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
@@ -177,6 +179,35 @@ TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
   EXPECT_EQ(fingerprint(ones({4}, kUInt8)), fingerprint(ones({4}, kUInt8)));
   EXPECT_NE(fingerprint(zeros({4}, kFloat64)), fingerprint(full({4}, -0.0, kFloat64)));
   expect_error([] { fingerprint(Tensor()); }, "[fingerprint]");
+}
+
+// Note [Fingerprints of permuted views]: a dense block in another dim order is read in memory
+// order; other layouts are copied. Either way the bits are those of the row-major copy.
+TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
+  Tensor a = randn({6, 7, 300});  // large enough for the OpenMP loop to split it
+  Tensor ones_dims = randn({1, 300, 1, 7});
+  const std::vector<std::pair<const char*, Tensor>> views = {
+      {"permute 2,0,1", a.permute({2, 0, 1})},
+      {"permute 1,2,0", a.permute({1, 2, 0})},
+      {"transpose 0,2", a.transpose(0, 2)},
+      {"size-1 dims reversed", ones_dims.permute({3, 2, 1, 0})},
+      {"float64 transposed", randn({40, 30}, kFloat64).t()},
+      {"uint8 transposed", randint(0, 256, {33, 65}, kUInt8).t()},
+      {"narrowed (gaps: copied)", a.narrow(2, 1, 200)},
+      {"narrowed and permuted (copied)", a.narrow(0, 1, 3).permute({2, 1, 0})},
+      {"broadcast (copied)", randn({5, 1}).expand({5, 9})},
+  };
+  const int threads = get_num_threads();
+  for (const auto& [what, v] : views) {
+    const uint64_t row_major = fingerprint(v.contiguous());
+    EXPECT_EQ(fingerprint(v), row_major) << what;
+    set_num_threads(1);
+    EXPECT_EQ(fingerprint(v), row_major) << what << ", one thread";
+    set_num_threads(threads);
+  }
+  // The logical order counts: a transpose of a square matrix holds the same values elsewhere.
+  Tensor square = randn({64, 64});
+  EXPECT_NE(fingerprint(square.t()), fingerprint(square));
 }
 
 TEST_F(Checkpoint, EarlyStopSkipsWhatFollowsTheLastSavedTensor) {

@@ -92,7 +92,11 @@ std::string to_dot(const Tensor& t) {
     for (const Edge& e : n->next)
       if (e.valid()) visit(e.node.get());
   }
-  auto id = [&](const Node* n) { return "n" + std::to_string(number.at(n)); };
+  auto id = [&](const Node* n) {
+    std::string name = "n";  // appended, not "n" + ...: GCC 12's -Wrestrict misfires on that at -O3
+    name += std::to_string(number.at(n));
+    return name;
+  };
 
   // Nodes outside every region first, then one cluster per region in order of first appearance.
   std::map<size_t, std::vector<const Node*>> regions;  // first node's number -> the region's nodes
