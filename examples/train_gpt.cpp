@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 
 #include "core/allocator.h"
@@ -91,7 +92,8 @@ std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
 
 // --sweep: one untimed and two timed training steps (forward, cross-entropy, backward) on random
 // tokens per depth and mode. Bytes are the peak above what was live before the step (the
-// parameters and the batch), from ember's allocator.
+// parameters and the batch), from ember's allocator. The step's wall-clock time and the
+// process's CPU time (all threads), which other processes on a busy machine inflate far less.
 void sweep(Settings s, const examples::TrainConfig& config, Device device, int64_t vocab_size) {
   using Clock = std::chrono::steady_clock;
   s.model.vocab_size = vocab_size;
@@ -109,20 +111,24 @@ void sweep(Settings s, const examples::TrainConfig& config, Device device, int64
            [&model](const Tensor& h) { return model.head_forward(h); }},
           {kind}, x);
       int64_t peak = 0;
-      double seconds = 0;
+      double seconds = 0, cpu_seconds = 0;
       for (int step = 0; step < 3; ++step) {
         model.zero_grad();
         const int64_t before = memory::stats(device).live_bytes;
         memory::reset_peak(device);
         const auto start = Clock::now();
+        const std::clock_t cpu_start = std::clock();
         cross_entropy(forward(x).flatten(0, 1), y.flatten()).backward();
         if (step == 0) continue;  // warm-up: first allocations, first-touch page faults
         seconds += std::chrono::duration<double>(Clock::now() - start).count();
+        cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
         peak = std::max(peak, memory::stats(device).peak_bytes - before);
       }
-      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld step_ms=%.1f\n",
+      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld step_ms=%.1f "
+                  "step_cpu_ms=%.1f\n",
                   static_cast<long long>(layers), static_cast<long long>(s.model.context),
-                  static_cast<long long>(config.batch_size), kind, static_cast<long long>(peak), 1000 * seconds / 2);
+                  static_cast<long long>(config.batch_size), kind, static_cast<long long>(peak), 1000 * seconds / 2,
+                  1000 * cpu_seconds / 2);
       std::fflush(stdout);
     }
 }
