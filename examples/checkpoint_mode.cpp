@@ -15,8 +15,9 @@
 //    shapes as the profile), so P >= X + B_last, i.e. X <= O. The planned step holds X plus what
 //    its blocks hold, at most O + the plan's prediction <= budget.
 //  * In the head and the loss. The plain step held X + L (the blocks' activations) <= P, the plan
-//    X + K, what its segments keep. The plan's prediction is at least K + B_last - L: the last
-//    segment's backward holds the last block's working set on top of what is kept.
+//    X + K, what its segments keep. The plan's prediction is at least K + B_last - L (the last
+//    segment's backward holds the last block's working set on top of what is kept), so
+//    X + K <= P - L + K <= O + the prediction.
 //  * In the stem's backward. What the blocks' backward left (their parameter gradients and their
 //    input's gradient) is within block 0's backward peak, which the prediction contains; the
 //    stem adds its own gradients, small next to X (embedding tables, a convolution's weights).
