@@ -79,7 +79,8 @@ struct RunResult {
   int64_t peak_bytes = 0;    // ember's allocator, on the training device
   // The most a training step's forward, loss and backward held above what was live before it (the
   // parameters, the optimizer's state, the batch), over the steps this run trained: what
-  // --checkpoint budget=MB bounds (examples/checkpoint_mode.h).
+  // --checkpoint budget=MB bounds (examples/checkpoint_mode.h). On the CPU it also counts the
+  // batches the loader's workers assemble meanwhile (they share the device's allocator).
   int64_t step_peak_bytes = 0;
 };
 
