@@ -1,3 +1,29 @@
+// Note [Budgeting a training step]
+// budget=MB bounds one training step as fit runs it: forward, the cross-entropy (target_loss) and
+// backward, from gradients set to none, in bytes above what was live before it (the parameters,
+// the optimizer's state, the batch). The planner bounds only what the blocks add above their input
+// (Note [Checkpoint planning]); the rest of the step is the outside part X: the stem's saved
+// tensors and output, the head's activations, the logits (fit holds them through backward), the
+// loss's tensors, the head's and the stem's parameter gradients. The blocks are planned with
+//     budget - O,   O = P - B_last,
+// where P is the measured peak of one plain step of the whole model on the sample batch (targets
+// of class 0: the loss's bytes depend on shapes only) and B_last is the blocks' profile's peak
+// while backward was in the last block. Why O bounds X where it matters:
+//  * In the blocks. X grows from the blocks' forward (the stem's part) until backward reaches the
+//    last block (the head's and the loss's part added) and does not grow while backward runs
+//    through the blocks. At that moment the plain step held X + B_last (the same ops on the same
+//    shapes as the profile), so P >= X + B_last, i.e. X <= O. The planned step holds X plus what
+//    its blocks hold, at most O + the plan's prediction <= budget.
+//  * In the head and the loss. The plain step held X + L (the blocks' activations) <= P, the plan
+//    X + K, what its segments keep. The plan's prediction is at least K + B_last - L (the last
+//    segment's backward holds the last block's working set on top of what is kept), so
+//    X + K <= P - L + K <= O + the prediction.
+//  * In the stem's backward. What the blocks' backward left (their parameter gradients and their
+//    input's gradient) is within block 0's backward peak, which the prediction contains; the
+//    stem adds its own gradients, small next to X (embedding tables, a convolution's weights).
+// The smallest budget a step fits is O + utils::min_feasible_budget(blocks). Every number is a
+// byte count, so a model and batch always get the same plan. The tests measure the bound on the
+// GPT (tests/test_gpt.cpp).
 #include "examples/checkpoint_mode.h"
 
 #include <algorithm>
@@ -9,6 +35,7 @@
 #include "core/autograd/grad_mode.h"
 #include "utils/checkpoint_sequential.h"
 #include "utils/planner.h"
+#include "utils/untraced_step.h"
 
 namespace ember::examples {
 
@@ -24,6 +51,52 @@ CheckpointMode parse_checkpoint_mode(const std::string& mode, const std::string&
   EMBER_CHECK(error == std::errc() && end == text.data() + text.size(), "[", program, "] --checkpoint ", mode, ": '",
               text, "' is not a number of MiB");
   return {"budget", mib_to_bytes(mb, program + " --checkpoint " + mode)};
+}
+
+namespace {
+
+// P of the Note: one plain training step of the whole model, forward, loss and backward.
+int64_t plain_step_peak(nn::Module& model, const Tensor& sample) {
+  std::vector<Tensor> leaves = model.parameters();
+  leaves.push_back(sample);
+  const utils::UntracedStep no_trace(leaves);
+  const Device device = sample.device();
+  const int64_t base = memory::stats(device).live_bytes;
+  memory::reset_peak(device);
+  Tensor logits = model(sample);  // held through backward, as fit holds it
+  Shape targets = logits.shape();
+  targets.pop_back();
+  target_loss(logits, zeros(targets, TensorOptions(kInt64).with_device(device))).backward();
+  return memory::stats(device).peak_bytes - base;
+}
+
+// The blocks' input for their profile: the stem's output on the sample, computed in eval mode so
+// that BatchNorm statistics and Dropout generators are left alone (the profile needs its shape),
+// and a leaf that requires grad when the stem's output does, so that the profiled backward makes
+// the input's gradient as a training step does.
+Tensor blocks_input(const StackedModel& parts, const Tensor& sample) {
+  parts.model.eval();
+  Tensor stem_out;
+  {
+    EnableGradGuard grad_on;
+    stem_out = parts.stem(sample);
+  }
+  parts.model.train();
+  Tensor input = stem_out.detach();
+  if (stem_out.requires_grad()) input.requires_grad_();
+  return input;
+}
+
+}  // namespace
+
+int64_t StepBudget::smallest() const { return outside + utils::min_feasible_budget(blocks); }
+
+StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample) {
+  StepBudget b;
+  b.plain_step_peak = plain_step_peak(parts.model, sample);
+  b.blocks = utils::profile_layers(parts.blocks, blocks_input(parts, sample));
+  b.outside = std::max<int64_t>(0, b.plain_step_peak - b.blocks.back().backward_peak);
+  return b;
 }
 
 Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample) {
@@ -44,21 +117,21 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
       return parts.head(utils::checkpoint_sequential(parts.blocks, segments, parts.stem(x)));
     };
   }
-  // The stem in eval mode, so that profiling leaves its BatchNorm statistics alone (the profile
-  // needs only the blocks' input shape; profile_layers itself has no side effects).
-  parts.model.eval();
-  Tensor stem_out;
-  {
-    NoGradGuard no_grad;
-    stem_out = parts.stem(sample);
-  }
-  parts.model.train();
-  auto layers = utils::profile_layers(parts.blocks, stem_out);
-  // The planner budgets the blocks' activations; the stem's output is kept either way.
-  utils::CheckpointPlan plan = utils::plan_checkpoints(layers, mode.budget_bytes);
-  std::printf("checkpoint plan for %s: %s (predicted peak %s, recompute %.1f ms per step)\n",
+  const StepBudget step = profile_step_budget(parts, sample);
+  const int64_t smallest = step.smallest();
+  EMBER_CHECK(mode.budget_bytes >= smallest, "[checkpoint budget] no plan fits a training step into ",
+              memory::format_bytes(mode.budget_bytes), " (", mode.budget_bytes,
+              " bytes); the smallest feasible budget for this model and batch is ", memory::format_bytes(smallest), " (",
+              smallest, " bytes): ", memory::format_bytes(step.outside), " for the stem, the head and the loss, ",
+              memory::format_bytes(smallest - step.outside), " for the blocks (a plain step takes ",
+              memory::format_bytes(step.plain_step_peak), ")");
+  const utils::CheckpointPlan plan = utils::plan_checkpoints(step.blocks, mode.budget_bytes - step.outside);
+  std::printf("checkpoint plan for %s: %s (predicted step peak %s: %s for the stem, the head and the loss, %s for "
+              "the blocks; a plain step %s; recompute %.1f ms per step)\n",
               memory::format_bytes(mode.budget_bytes).c_str(), plan.str().c_str(),
-              memory::format_bytes(plan.predicted_peak_bytes).c_str(), plan.recompute_ms);
+              memory::format_bytes(step.outside + plan.predicted_peak_bytes).c_str(),
+              memory::format_bytes(step.outside).c_str(), memory::format_bytes(plan.predicted_peak_bytes).c_str(),
+              memory::format_bytes(step.plain_step_peak).c_str(), plan.recompute_ms);
   return [parts, plan](const Tensor& x) { return parts.head(utils::run_plan(parts.blocks, plan, parts.stem(x))); };
 }
 

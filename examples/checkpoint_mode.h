@@ -4,13 +4,16 @@
 //   none       every activation kept
 //   blocks     each block checkpointed (utils::checkpoint_modules)
 //   sqrt       the blocks in round(sqrt(n)) segments (utils::checkpoint_sequential)
-//   budget=MB  segments chosen by the planner to fit MB of the blocks' activations
+//   budget=MB  segments chosen by the planner so that a whole training step (forward, loss and
+//              backward, above what was live before it) fits MB (Note [Budgeting a training step])
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "examples/training.h"
 #include "nn/module_list.h"
+#include "utils/layer_profile.h"
 
 namespace ember::examples {
 
@@ -29,9 +32,20 @@ struct StackedModel {
   std::function<Tensor(const Tensor&)> stem, head;
 };
 
+// What budget=MB plans with, measured on a sample batch (Note [Budgeting a training step] in
+// examples/checkpoint_mode.cpp). Measuring leaves no trace on the model (generators, BatchNorm
+// statistics and .grad as they were).
+struct StepBudget {
+  int64_t plain_step_peak = 0;              // a plain training step's measured peak
+  int64_t outside = 0;                      // what a step's budget keeps for all but the blocks
+  std::vector<utils::LayerProfile> blocks;  // the blocks' profile
+  int64_t smallest() const;                 // the smallest budget a step fits: outside + the blocks' least
+};
+StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample);
+
 // The forward a training step runs in `mode`: head(blocks(stem(x))), the blocks checkpointed as
-// the mode says. `sample` is an input batch, used by budget to profile the blocks once (the stem
-// runs in eval mode for it, so BatchNorm statistics and Dropout generators are left alone).
+// the mode says. `sample` is an input batch, used by budget to measure a step once
+// (profile_step_budget); a budget below StepBudget::smallest() is an ember::Error that names it.
 // blocks switches the model's blocks to checkpointing for good (until uncheckpoint_modules).
 Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample);
 

@@ -7,7 +7,9 @@
 // --checkpoint none|blocks|sqrt|budget=MB as train_resnet (examples/checkpoint_mode.h), and the
 // common flags of examples/training.h: an "epoch" is one pass over the training windows, and
 // --train-limit counts windows. The last line printed is machine-readable:
-//   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=...
+//   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=... step_peak_bytes=...
+// (peak_bytes: the device's peak over the run; step_peak_bytes: a training step's, above what was
+// live before it, which is what --checkpoint budget=MB bounds).
 // --sweep trains nothing: it measures one training step (forward and backward) of 4, 8 and 16
 // blocks under --checkpoint none, blocks and sqrt, and prints a key=value line for each:
 //   ./train_gpt --sweep --context 256
@@ -204,8 +206,9 @@ int main(int argc, char** argv) {
       std::printf("sample (temperature %g, top-k %lld, seed %llu):\n%s\n", s.temperature,
                   static_cast<long long>(s.top_k), static_cast<unsigned long long>(config.seed), story.c_str());
     }
-    std::printf("result val_loss=%.4f bpc=%.4f steps=%lld tokens_per_s=%.0f peak_bytes=%lld checkpoint=%s\n",
+    std::printf("result val_loss=%.4f bpc=%.4f steps=%lld tokens_per_s=%.0f peak_bytes=%lld checkpoint=%s "
+                "step_peak_bytes=%lld\n",
                 r.test_loss, bpc, static_cast<long long>(total_steps), r.images_per_s,
-                static_cast<long long>(r.peak_bytes), s.checkpoint.c_str());
+                static_cast<long long>(r.peak_bytes), s.checkpoint.c_str(), static_cast<long long>(r.step_peak_bytes));
   });
 }

@@ -3,7 +3,7 @@
 //   --checkpoint none       every activation kept (default)
 //   --checkpoint blocks     each BasicBlock checkpointed (utils::checkpoint_modules)
 //   --checkpoint sqrt       the nine blocks in sqrt(9) = 3 segments (utils::checkpoint_sequential)
-//   --checkpoint budget=MB  segments chosen by the planner to fit MB of activations
+//   --checkpoint budget=MB  segments chosen by the planner to fit a training step into MB
 // The last line printed is machine-readable (result test_acc=... peak_bytes=... step_ms=...).
 #include <cstdio>
 

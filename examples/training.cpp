@@ -157,11 +157,11 @@ Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {
           std::make_unique<data::DataLoader>(std::make_shared<data::FashionMNIST>(c.data, /*train=*/false), test_options)};
 }
 
-namespace {
-// The cross-entropy of output [..., classes] against targets [...], averaged over the targets.
 Tensor target_loss(const Tensor& output, const Tensor& target) {
   return cross_entropy(output.flatten(0, -2), target.flatten());
 }
+
+namespace {
 // How many targets got the highest score.
 int64_t correct_targets(const Tensor& output, const Tensor& target) {
   NoGradGuard no_grad;
@@ -215,6 +215,7 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
   csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
 
+  int64_t step_peak = 0;
   for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
     model.train();
     ProgressBar bar(epoch, c.epochs, train.size(), c.unit);
@@ -225,10 +226,15 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     for (data::Batch& b : train) {
       epoch_wait += seconds_since(wait_start);
       Tensor x = b.data.to(device), y = b.target.to(device);
+      // The step's own peak: the device's peak so far is kept before the statistic restarts.
+      const MemoryStats before = memory::stats(device);
+      done.peak_bytes = std::max(done.peak_bytes, before.peak_bytes);
+      memory::reset_peak(device);
       Tensor logits = forward(x);
       Tensor loss = target_loss(logits, y);
       optimizer.zero_grad();
       loss.backward();
+      step_peak = std::max(step_peak, memory::stats(device).peak_bytes - before.live_bytes);
       optimizer.step();
       if (scheduler) scheduler->step();
       const int64_t n = y.numel();
@@ -273,21 +279,25 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   r.step_ms = done.steps ? 1000.0 * (done.train_seconds - done.wait_seconds) / static_cast<double>(done.steps) : 0;
   r.data_wait_pct = done.train_seconds > 0 ? 100.0 * done.wait_seconds / done.train_seconds : 0;
   r.peak_bytes = done.peak_bytes;
+  r.step_peak_bytes = step_peak;
   if (!c.save.empty()) {
     nn::save(model, c.save);
     std::printf("saved the trained weights to %s\n", c.save.c_str());
   }
   std::printf("summary: test loss %.4f, test accuracy %.4f after %d epoch(s), wall %.1f s, %.0f %s/s, step %.1f ms, "
-              "data wait %.1f%% of training time, peak memory %s (metrics in %s)\n",
+              "data wait %.1f%% of training time, peak memory %s (a step's: %s) (metrics in %s)\n",
               r.test_loss, r.test_acc, r.epochs, r.wall_s, r.images_per_s, c.unit.c_str(), r.step_ms, r.data_wait_pct,
-              memory::format_bytes(r.peak_bytes).c_str(), csv_path.c_str());
+              memory::format_bytes(r.peak_bytes).c_str(), memory::format_bytes(r.step_peak_bytes).c_str(),
+              csv_path.c_str());
   return r;
 }
 
 std::string result_line(const RunResult& r, const std::string& extra) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "result test_acc=%.4f epochs=%d wall_s=%.1f images_per_s=%.0f peak_bytes=%lld step_ms=%.2f",
-                r.test_acc, r.epochs, r.wall_s, r.images_per_s, static_cast<long long>(r.peak_bytes), r.step_ms);
+  std::snprintf(buf, sizeof buf, "result test_acc=%.4f epochs=%d wall_s=%.1f images_per_s=%.0f peak_bytes=%lld step_ms=%.2f "
+                "step_peak_bytes=%lld",
+                r.test_acc, r.epochs, r.wall_s, r.images_per_s, static_cast<long long>(r.peak_bytes), r.step_ms,
+                static_cast<long long>(r.step_peak_bytes));
   return extra.empty() ? std::string(buf) : std::string(buf) + " " + extra;
 }
 

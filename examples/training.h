@@ -77,10 +77,19 @@ struct RunResult {
   double step_ms = 0;        // mean training step (forward, backward, optimizer)
   double data_wait_pct = 0;  // time spent waiting for batches, % of training time
   int64_t peak_bytes = 0;    // ember's allocator, on the training device
+  // The most a training step's forward, loss and backward held above what was live before it (the
+  // parameters, the optimizer's state, the batch), over the steps this run trained: what
+  // --checkpoint budget=MB bounds (examples/checkpoint_mode.h). On the CPU it also counts the
+  // batches the loader's workers assemble meanwhile (they share the device's allocator).
+  int64_t step_peak_bytes = 0;
 };
 
 // A training step's forward pass (model(x) unless the program swaps in a checkpointed one).
 using Forward = std::function<Tensor(const Tensor&)>;
+
+// The loss fit trains with: the cross-entropy of output [..., classes] against targets [...],
+// averaged over the targets.
+Tensor target_loss(const Tensor& output, const Tensor& target);
 
 // Trains for config.epochs epochs, stepping `scheduler` (if any) after every optimizer step, and
 // evaluates on `test` after each epoch. The loss is the cross-entropy of the model's output

@@ -28,10 +28,8 @@
 
 #include "core/allocator.h"
 #include "core/autograd/function.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/recompute.h"
 #include "core/autograd/saved_tensor.h"
-#include "core/generator.h"
+#include "utils/untraced_step.h"
 
 namespace ember::utils {
 
@@ -114,36 +112,14 @@ autograd::SavedTensorHooks noting_saves(bool& saved) {
           [](const std::any& packed) { return std::any_cast<Tensor>(packed); }};
 }
 
-// Takes the .grad of every tensor away for the guard's lifetime, and gives it back.
-class GradsSetAside {
- public:
-  explicit GradsSetAside(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {
-    for (const Tensor& t : tensors_) {
-      grads_.push_back(t.grad());
-      t.set_grad(Tensor());
-    }
-  }
-  ~GradsSetAside() {
-    for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].set_grad(grads_[i]);
-  }
-  GradsSetAside(const GradsSetAside&) = delete;
-  GradsSetAside& operator=(const GradsSetAside&) = delete;
-
- private:
-  std::vector<Tensor> tensors_, grads_;
-};
-
 }  // namespace
 
 std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample) {
   EMBER_CHECK(seq.size() > 0, "[profile_layers] the module list is empty");
   EMBER_CHECK(sample.defined(), "[profile_layers] the sample is an undefined tensor");
-  RngStateGuard keep_generators;
-  autograd::RecomputeGuard no_side_effects;  // BatchNorm leaves its running statistics alone
-  EnableGradGuard grad_on;
   std::vector<Tensor> leaves = seq.parameters();
   leaves.push_back(sample);
-  GradsSetAside as_after_zero_grad(leaves);  // zero_grad() sets them to none: the step makes them
+  const UntracedStep no_trace(leaves);
   const Device device = sample.device();
   const size_t n = seq.size();
   const int64_t base = memory::stats(device).live_bytes;
