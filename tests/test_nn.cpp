@@ -333,7 +333,7 @@ TEST(Functional, StatelessFormsMatchTheLayers) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ModuleList and the transformer layers
+// ModuleList, ModuleDict and the transformer layers
 
 TEST(ModuleList, OwnsIndexesIteratesAndNamesLikePyTorch) {
   struct Model : nn::Module {
@@ -365,6 +365,44 @@ TEST(ModuleList, OwnsIndexesIteratesAndNamesLikePyTorch) {
                              "    (1): LayerNorm((4,), eps=1e-05, elementwise_affine=True)"),
             std::string::npos)
       << model.str();
+}
+
+TEST(ModuleDict, KeysInInsertionOrderRegisteredUnderTheirNames) {
+  struct Model : nn::Module {
+    nn::ModuleDict heads;
+    Model() {
+      heads.add<nn::Linear>("policy", 4, 3);
+      heads.insert("value", std::make_unique<nn::Linear>(4, 1, /*bias=*/false));
+      heads.insert("act", std::make_shared<nn::Tanh>());
+      register_module("heads", heads);
+    }
+  } model;
+  EXPECT_EQ(model.heads.size(), 3u);
+  EXPECT_TRUE(model.heads.contains("value"));
+  EXPECT_FALSE(model.heads.contains("Value"));
+  EXPECT_EQ(model.heads.keys(), (std::vector<std::string>{"policy", "value", "act"}));
+  EXPECT_EQ(model.heads.at<nn::Linear>("value").out_features, 1);
+  std::vector<std::string> keys;
+  for (auto& [key, t] : model.state_dict()) keys.push_back(key);  // std::map: sorted
+  EXPECT_EQ(keys, (std::vector<std::string>{"heads.policy.bias", "heads.policy.weight", "heads.value.weight"}));
+  std::vector<std::string> seen;
+  for (auto [key, head] : model.heads) seen.push_back(key + "=" + head.name());
+  EXPECT_EQ(seen, (std::vector<std::string>{"policy=Linear", "value=Linear", "act=Tanh"}));
+  Tensor h = randn({2, 4});
+  Tensor expected = tanh(model.heads.at<nn::Linear>("policy")(h));
+  EXPECT_EQ(values(model.heads["act"](model.heads["policy"](h))), values(expected));
+  model.eval();
+  EXPECT_FALSE(model.heads["act"].is_training());
+  expect_error([&] { model.heads["q"]; }, "[ModuleDict] no module under the key 'q' (keys: policy, value, act)");
+  expect_error([&] { model.heads.at<nn::Tanh>("policy"); },
+               "[ModuleDict] child 'policy' is a Linear, not the requested type");
+  expect_error([&] { model.heads.add<nn::ReLU>("act"); }, "[ModuleDict] the name 'act' is already registered");
+  expect_error([&] { model.heads.add<nn::ReLU>("a.b"); }, "[ModuleDict] invalid name 'a.b'");
+  expect_error([&] { model.heads.insert("none", std::unique_ptr<nn::ReLU>()); },
+               "[ModuleDict] cannot hold an empty module");
+  EXPECT_EQ(model.heads.size(), 3u);  // the failed insertions left nothing behind
+  expect_error([&] { model.heads(h); }, "[ModuleDict] this module has no one-tensor forward()");
+  expect_error([&] { nn::ModuleDict()["x"]; }, "[ModuleDict] no module under the key 'x' (keys: none)");
 }
 
 TEST(Layers, LayerNormNormalisesTheTrailingDims) {
