@@ -86,6 +86,12 @@ std::vector<Module*> Module::children() const {
   return out;
 }
 
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [name, child] : children_) child->apply(fn);
+  fn(*this);
+  return *this;
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

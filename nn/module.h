@@ -60,6 +60,10 @@ class Module {
   // This module and every descendant, depth first, with dotted names ("" for this one).
   std::vector<std::pair<std::string, Module*>> named_modules();
 
+  // Calls fn on every descendant, children before their parent, then on this module, as
+  // PyTorch's apply: model.apply([](nn::Module& m) { ... re-initialise every Linear ... }).
+  Module& apply(const std::function<void(Module&)>& fn);
+
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

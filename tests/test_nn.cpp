@@ -120,6 +120,32 @@ TEST(Module, RegistrationErrors) {
   expect_error([&] { m(zeros({2})); }, "[Bad] this module has no one-tensor forward()");
 }
 
+TEST(Module, ApplyVisitsChildrenBeforeTheirParent) {
+  Net net;
+  std::vector<std::string> order;
+  nn::Module& returned = net.apply([&](nn::Module& m) { order.push_back(m.name()); });
+  EXPECT_EQ(&returned, &net);
+  EXPECT_EQ(order, (std::vector<std::string>{"Linear", "BatchNorm1d", "Dropout", "Linear", "Net"}));
+  nn::Sequential outer;
+  outer.add<nn::Linear>(2, 2);
+  outer.add<nn::Sequential>().add<nn::ReLU>();
+  std::vector<nn::Module*> visited;
+  outer.apply([&](nn::Module& m) { visited.push_back(&m); });
+  EXPECT_EQ(visited, (std::vector<nn::Module*>{&outer[0], &outer.at<nn::Sequential>(1)[0], &outer[1], &outer}));
+  // The common use: re-initialise every layer of one type, wherever it sits.
+  net.apply([](nn::Module& m) {
+    if (auto* fc = dynamic_cast<nn::Linear*>(&m)) {
+      NoGradGuard no_grad;
+      fc->weight.fill_(0.5);
+      fc->bias.zero_();
+    }
+  });
+  for (const Tensor& w : {net.fc1.weight, net.fc2.weight})
+    for (double v : values(w)) EXPECT_EQ(v, 0.5);
+  for (double v : values(net.fc2.bias)) EXPECT_EQ(v, 0.0);
+  for (double v : values(net.bn.weight)) EXPECT_EQ(v, 1.0);  // BatchNorm untouched
+}
+
 TEST(Sequential, OwnsIndexesIteratesNests) {
   nn::Sequential seq;
   seq.add<nn::Linear>(4, 6);
