@@ -13,6 +13,42 @@ Tensor Module::forward(const Tensor&) {
   EMBER_FAIL("[", name(), "] this module has no one-tensor forward()");
 }
 
+Tensor Module::operator()(const Tensor& x) {
+  Tensor input = x;
+  if (pre_hooks_) {
+    // Copies: a hook may remove itself or register another while the list runs.
+    const auto pre_hooks = pre_hooks_->hooks;
+    for (const auto& [id, hook] : pre_hooks)
+      if (Tensor replaced = hook(*this, input); replaced.defined()) input = std::move(replaced);
+  }
+  Tensor output = call_wrapper_ ? call_wrapper_(*this, input) : forward(input);
+  if (hooks_) {
+    const auto hooks = hooks_->hooks;
+    for (const auto& [id, hook] : hooks)
+      if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
+  }
+  return output;
+}
+
+namespace {
+template <class Hook>
+autograd::HookHandle add_hook(std::shared_ptr<autograd::HookList<Hook>>& list, Hook hook, const std::string& module,
+                              const char* api) {
+  EMBER_CHECK(hook, "[", module, "] ", api, ": the hook is empty");
+  if (!list) list = std::make_shared<autograd::HookList<Hook>>();
+  const uint64_t id = list->add(std::move(hook));
+  return {list, id};
+}
+}  // namespace
+
+autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  return add_hook(pre_hooks_, std::move(hook), name(), "register_forward_pre_hook");
+}
+
+autograd::HookHandle Module::register_forward_hook(ForwardHook hook) {
+  return add_hook(hooks_, std::move(hook), name(), "register_forward_hook");
+}
+
 void Module::check_new_name(const std::string& name) const {
   EMBER_CHECK(!name.empty() && name.find('.') == std::string::npos, "[", this->name(),
               "] invalid name '", name, "' (non-empty, without '.')");

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/hook_handle.h"
 #include "core/ops.h"
 
 namespace ember::nn {
@@ -33,13 +34,32 @@ class Module {
 
   // The one-tensor forward most layers have; modules with other signatures add overloads.
   virtual Tensor forward(const Tensor& x);
-  // Runs forward, through the call wrapper when one is set: utils::checkpoint_modules() uses it
-  // to route chosen blocks of an existing model through activation checkpointing, and
+  // Runs the forward pre-hooks, forward (through the call wrapper when one is set), then the
+  // forward hooks (Note [Forward hooks]). utils::checkpoint_modules() sets the call wrapper to
+  // route chosen blocks of an existing model through activation checkpointing, and
   // utils::uncheckpoint_modules() takes it away again, without touching the model's code.
-  Tensor operator()(const Tensor& x) { return call_wrapper_ ? call_wrapper_(*this, x) : forward(x); }
+  Tensor operator()(const Tensor& x);
   using CallWrapper = std::function<Tensor(Module&, const Tensor&)>;
   void set_call_wrapper(CallWrapper wrapper) { call_wrapper_ = std::move(wrapper); }
   bool has_call_wrapper() const { return static_cast<bool>(call_wrapper_); }
+
+  // Note [Forward hooks]
+  // A pre-hook sees the module and its input before forward and may return a replacement input
+  // (an undefined Tensor keeps it); a forward hook sees the module, the input forward got and its
+  // output, and may return a replacement output. Each kind runs in registration order, each
+  // seeing the previous one's result. They run in operator(), around the call wrapper, so a
+  // module that utils::checkpoint_modules() switched to checkpointing runs its hooks once per
+  // call: the checkpoint recomputes forward() itself, not operator(). The hooks of modules
+  // *inside* a checkpointed block are part of that block's forward, so they run again when
+  // backward recomputes it, and must compute the same replacement then, or the recompute would
+  // not reproduce the forward; a hook with side effects (recording activations, counting calls)
+  // can skip them while autograd::is_recomputing(). A handle holds the hooks weakly
+  // (core/autograd/hook_handle.h): remove() after the module is gone does nothing.
+  using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;
+  using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
+  autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  autograd::HookHandle register_forward_hook(ForwardHook hook);
+
   // The type's name for messages and printing ("Linear").
   virtual std::string name() const { return "Module"; }
 
@@ -93,6 +113,9 @@ class Module {
 
   bool training_ = true;
   CallWrapper call_wrapper_;
+  // Created by the first registration; shared so that handles can hold them weakly.
+  std::shared_ptr<autograd::HookList<ForwardPreHook>> pre_hooks_;
+  std::shared_ptr<autograd::HookList<ForwardHook>> hooks_;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;

@@ -146,6 +146,60 @@ TEST(Module, ApplyVisitsChildrenBeforeTheirParent) {
   for (double v : values(net.bn.weight)) EXPECT_EQ(v, 1.0);  // BatchNorm untouched
 }
 
+TEST(Module, ForwardHooksReplaceInputAndOutputInOrderAndCanBeRemoved) {
+  nn::Linear fc(3, 2);
+  std::vector<std::string> log;
+  auto doubled = fc.register_forward_pre_hook([&](nn::Module& m, const Tensor& in) {
+    log.push_back("pre1 " + m.name());
+    return in * 2.0;
+  });
+  fc.register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+    log.push_back("pre2 " + std::to_string(in.size(0)));
+    return Tensor();  // keep
+  });
+  Tensor seen_input, seen_output;
+  auto shifted = fc.register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor& out) {
+    log.push_back("post1");
+    seen_input = in;
+    seen_output = out;
+    return out + 1.0;
+  });
+  fc.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+    log.push_back("post2");
+    return out * 3.0;  // sees post1's result
+  });
+  Tensor x = randn({4, 3});
+  Tensor y = fc(x);
+  EXPECT_EQ(log, (std::vector<std::string>{"pre1 Linear", "pre2 4", "post1", "post2"}));
+  EXPECT_EQ(values(seen_input), values(x * 2.0));            // the replaced input
+  EXPECT_EQ(values(seen_output), values(fc.forward(x * 2.0)));  // forward's own output
+  EXPECT_EQ(values(y), values((fc.forward(x * 2.0) + 1.0) * 3.0));
+  sum(y).backward();  // the replacements are part of the graph
+  EXPECT_EQ(values(fc.bias.grad()), std::vector<double>(2, 12.0));  // 4 rows * 3
+  doubled.remove();
+  shifted.remove();
+  shifted.remove();  // twice is harmless
+  log.clear();
+  EXPECT_EQ(values(fc(x)), values(fc.forward(x) * 3.0));
+  EXPECT_EQ(log, (std::vector<std::string>{"pre2 4", "post2"}));
+  // forward() itself runs no hooks; only a call does.
+  log.clear();
+  fc.forward(x);
+  EXPECT_TRUE(log.empty());
+  expect_error([&] { fc.register_forward_hook(nullptr); }, "[Linear] register_forward_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_pre_hook(nullptr); }, "[Linear] register_forward_pre_hook: the hook is empty");
+}
+
+TEST(Module, AHookHandleOutlivingItsModuleRemovesNothing) {
+  autograd::HookHandle handle;
+  {
+    nn::ReLU relu;
+    handle = relu.register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) { return Tensor(); });
+  }
+  handle.remove();  // the module and its hooks are gone: nothing to do, nothing to crash
+  SUCCEED();
+}
+
 TEST(Sequential, OwnsIndexesIteratesNests) {
   nn::Sequential seq;
   seq.add<nn::Linear>(4, 6);
