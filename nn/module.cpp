@@ -1,9 +1,13 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
 
@@ -11,6 +15,17 @@ namespace ember::nn {
 
 Tensor Module::forward(const Tensor&) {
   EMBER_FAIL("[", name(), "] this module has no one-tensor forward()");
+}
+
+std::string Module::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  const std::string full = status == 0 ? demangled.get() : mangled;
+  // The scopes end at the last "::" before any template arguments: ember::nn::Linear,
+  // (anonymous namespace)::Net, Suite_Test::TestBody()::Local.
+  const size_t scope = full.substr(0, full.find('<')).rfind("::");
+  return scope == std::string::npos ? full : full.substr(scope + 2);
 }
 
 Tensor Module::operator()(const Tensor& x) {

@@ -60,8 +60,10 @@ class Module {
   autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
   autograd::HookHandle register_forward_hook(ForwardHook hook);
 
-  // The type's name for messages and printing ("Linear").
-  virtual std::string name() const { return "Module"; }
+  // The type's name for messages and printing: the dynamic type's name without its namespaces
+  // or enclosing scopes ("Linear" for ember::nn::Linear, "MyNet" for a user's MyNet). Override
+  // it only to print something else.
+  virtual std::string name() const;
 
   Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor value);

@@ -31,8 +31,6 @@ class ModuleDict : public Container {
     return adopt_typed(key, std::shared_ptr<M>(std::move(child)));
   }
 
-  std::string name() const override { return "ModuleDict"; }
-
   bool contains(const std::string& key) const;
   Module& operator[](const std::string& key) const;
   template <class M>

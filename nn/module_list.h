@@ -27,8 +27,6 @@ class ModuleList : public Container {
     return adopt_typed(next_name(), std::shared_ptr<M>(std::move(child)));
   }
 
-  std::string name() const override { return "ModuleList"; }
-
   Module& operator[](size_t i) const;
   template <class M>
   M& at(size_t i) const {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/recompute.h"
 #include "core/generator.h"
@@ -29,7 +30,6 @@ struct Net : nn::Module {
     register_module("fc2", fc2);
   }
   Tensor forward(const Tensor& x) override { return fc2(drop(relu(bn(fc1(x))))); }
-  std::string name() const override { return "Net"; }
 };
 
 // Checks the gradients of a module's output w.r.t. its input and every parameter (float64).
@@ -112,7 +112,6 @@ TEST(Module, StateDictRoundTripAndErrors) {
 
 TEST(Module, RegistrationErrors) {
   struct Bad : nn::Module {
-    std::string name() const override { return "Bad"; }
   } m;
   m.register_parameter("w", zeros({2}));
   expect_error([&] { m.register_buffer("w", zeros({2})); }, "[Bad] the name 'w' is already registered");
@@ -198,6 +197,27 @@ TEST(Module, AHookHandleOutlivingItsModuleRemovesNothing) {
   }
   handle.remove();  // the module and its hooks are gone: nothing to do, nothing to crash
   SUCCEED();
+}
+
+struct MyNet : nn::Module {};
+namespace outer::inner {
+template <class T>
+struct Wrapped : nn::Module {};
+}  // namespace outer::inner
+
+TEST(Module, NameIsTheTypeWithoutItsScopes) {
+  EXPECT_EQ(nn::Linear(2, 2).name(), "Linear");
+  EXPECT_EQ(nn::BatchNorm2d(2).name(), "BatchNorm2d");  // the dynamic type, not BatchNorm
+  EXPECT_EQ(MyNet().name(), "MyNet");
+  EXPECT_EQ(Net().name(), "Net");  // in an anonymous namespace
+  struct Local : nn::Module {};
+  EXPECT_EQ(Local().name(), "Local");  // inside a function
+  EXPECT_EQ(outer::inner::Wrapped<nn::Linear>().name(), "Wrapped<ember::nn::Linear>");
+  nn::Sequential seq;
+  seq.add<MyNet>();
+  const nn::Module& base = seq[0];
+  EXPECT_EQ(base.name(), "MyNet");  // through a base reference
+  EXPECT_EQ(seq.str(), "Sequential(\n  (0): MyNet()\n)");
 }
 
 TEST(Sequential, OwnsIndexesIteratesNests) {
