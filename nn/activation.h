@@ -36,6 +36,9 @@ class Tanh : public Module {
 class GELU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return gelu(x); }
+
+ protected:
+  std::string extra_repr() const override { return "approximate='none'"; }  // the exact (erf) form
 };
 
 // Flattens dims start_dim..end_dim (by default everything but the batch dim).
@@ -44,6 +47,9 @@ class Flatten : public Module {
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
   const int64_t start_dim, end_dim;
+
+ protected:
+  std::string extra_repr() const override { return detail::concat("start_dim=", start_dim, ", end_dim=", end_dim); }
 };
 
 }  // namespace ember::nn

@@ -20,6 +20,9 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(int64_t k) : MaxPool2d(Pair{k, k}) {}
   Tensor forward(const Tensor& x) override;
   const Pair kernel_size, stride, padding;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 class AvgPool2d : public Module {
@@ -34,6 +37,9 @@ class AvgPool2d : public Module {
   Tensor forward(const Tensor& x) override;
   const Pair kernel_size, stride, padding;
   const bool count_include_pad;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 class AdaptiveAvgPool2d : public Module {
@@ -45,6 +51,9 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(int64_t s) : AdaptiveAvgPool2d(Pair{s, s}) {}
   Tensor forward(const Tensor& x) override;
   const Pair output_size;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 }  // namespace ember::nn

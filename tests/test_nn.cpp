@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
@@ -218,6 +219,51 @@ TEST(Module, NameIsTheTypeWithoutItsScopes) {
   const nn::Module& base = seq[0];
   EXPECT_EQ(base.name(), "MyNet");  // through a base reference
   EXPECT_EQ(seq.str(), "Sequential(\n  (0): MyNet()\n)");
+}
+
+// Note [Printing settings]: the text PyTorch prints for the same model (bar count_include_pad,
+// which PyTorch leaves out).
+TEST(Module, PrintsEveryLayersSettingsLikePyTorch) {
+  struct SmallCnn : nn::Module {
+    nn::Conv2d conv{nn::Conv2dOptions(1, 4, 3).padding(1).bias(false)};
+    nn::Conv2d dilated{nn::Conv2dOptions(4, 4, {3, 1}).stride(2).dilation(2)};
+    nn::BatchNorm2d bn{4, 1e-3, 0.2};
+    nn::LeakyReLU act{0.2};
+    nn::MaxPool2d pool{2};
+    nn::AvgPool2d avg{Pair{3, 2}, Pair{1, 1}, Pair{1, 0}, /*count_include_pad=*/false};
+    nn::AdaptiveAvgPool2d gap{1};
+    nn::Flatten flat;
+    nn::Dropout drop{0.25};
+    nn::ModuleDict heads;
+    SmallCnn() {
+      for (auto [name, m] : std::initializer_list<std::pair<const char*, nn::Module*>>{
+               {"conv", &conv}, {"dilated", &dilated}, {"bn", &bn}, {"act", &act}, {"pool", &pool},
+               {"avg", &avg}, {"gap", &gap}, {"flat", &flat}, {"drop", &drop}, {"heads", &heads}})
+        register_module(name, *m);
+      heads.add<nn::Linear>("fc", 4, 3);
+      heads.add<nn::GELU>("gelu");
+      heads.add<nn::LayerNorm>("norm", Shape{3});
+    }
+  } model;
+  std::ostringstream printed;
+  printed << model;
+  EXPECT_EQ(printed.str(),
+            "SmallCnn(\n"
+            "  (conv): Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "  (dilated): Conv2d(4, 4, kernel_size=(3, 1), stride=(2, 2), dilation=(2, 2))\n"
+            "  (bn): BatchNorm2d(4, eps=0.001, momentum=0.2, affine=True, track_running_stats=True)\n"
+            "  (act): LeakyReLU(negative_slope=0.2)\n"
+            "  (pool): MaxPool2d(kernel_size=2, stride=2, padding=0)\n"
+            "  (avg): AvgPool2d(kernel_size=(3, 2), stride=1, padding=(1, 0), count_include_pad=False)\n"
+            "  (gap): AdaptiveAvgPool2d(output_size=1)\n"
+            "  (flat): Flatten(start_dim=1, end_dim=-1)\n"
+            "  (drop): Dropout(p=0.25)\n"
+            "  (heads): ModuleDict(\n"
+            "    (fc): Linear(in_features=4, out_features=3, bias=True)\n"
+            "    (gelu): GELU(approximate='none')\n"
+            "    (norm): LayerNorm((3,), eps=1e-05, elementwise_affine=True)\n"
+            "  )\n"
+            ")");
 }
 
 TEST(Sequential, OwnsIndexesIteratesNests) {
