@@ -1,9 +1,21 @@
 #pragma once
 // Note [Modules]
 // A Module owns named parameters and buffers and refers to named child modules. Children are
-// usually plain members registered by reference (register_module("fc1", fc1)), so a Module is
-// neither copyable nor movable: the parent keeps pointers to its members. nn::Sequential owns
-// its children instead (add<T>(args...)).
+// usually plain members registered by reference (register_module("fc1", fc1)): the parent keeps
+// pointers to its members. The containers (Sequential, ModuleList, ModuleDict) own their
+// children instead (Note [Owning containers]).
+//
+// A Module is therefore neither copyable nor movable. A moved model would keep pointers into the
+// object it was moved from; making moves work would mean storing member offsets instead of
+// pointers, or re-registering every child in each move constructor, which every user model
+// would have to write and keep right. Modules stay where they are built, and a factory hands
+// one out on the heap:
+//   std::unique_ptr<nn::Sequential> make_mlp(int64_t in, int64_t out);   // a factory
+//   auto mlp = make_mlp(784, 10);                       // a model of its own
+//   blocks.push_back(make_mlp(64, 64));                 // ModuleList / ModuleDict take ownership
+//   std::unique_ptr<nn::Sequential> head = make_mlp(64, 10);   // a member of a model, which
+//   register_module("head", *head);                            // registers what it points to
+// The pointer moves; the module does not, so the registry stays valid.
 //
 // Parameters are Tensor handles shared between the module's registry and the member the layer
 // exposes (Linear::weight). Anything that must replace a parameter's data — to(device),

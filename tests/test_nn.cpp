@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
@@ -264,6 +265,50 @@ TEST(Module, PrintsEveryLayersSettingsLikePyTorch) {
             "    (norm): LayerNorm((3,), eps=1e-05, elementwise_affine=True)\n"
             "  )\n"
             ")");
+}
+
+// Note [Modules]: modules stay where they are built; a factory hands out a unique_ptr.
+std::unique_ptr<nn::Sequential> make_mlp(int64_t in, int64_t hidden, int64_t out) {
+  auto mlp = std::make_unique<nn::Sequential>();
+  mlp->add<nn::Linear>(in, hidden);
+  mlp->add<nn::ReLU>();
+  mlp->add<nn::Linear>(hidden, out);
+  return mlp;
+}
+
+TEST(Module, FactoriesHandOutModulesThatContainersAndModelsOwn) {
+  static_assert(!std::is_move_constructible_v<nn::Linear> && !std::is_copy_constructible_v<nn::Linear>);
+  std::unique_ptr<nn::Sequential> mlp = make_mlp(4, 8, 2);
+  EXPECT_TRUE(mlp->at<nn::Linear>(0).weight.is_same(mlp->parameters()[0]));  // the registry survived the return
+  EXPECT_EQ((*mlp)(randn({3, 4})).shape(), (Shape{3, 2}));
+
+  struct Model : nn::Module {
+    std::unique_ptr<nn::Sequential> body = make_mlp(4, 8, 4);
+    nn::ModuleList blocks;
+    nn::ModuleDict heads;
+    Model() {
+      register_module("body", *body);
+      for (int i = 0; i < 2; ++i) blocks.push_back(make_mlp(4, 4, 4));
+      heads.insert("out", make_mlp(4, 4, 2));
+      register_module("blocks", blocks);
+      register_module("heads", heads);
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = (*body)(x);
+      for (nn::Module& block : blocks) h = block(h);
+      return heads["out"](h);
+    }
+  };
+  auto model = std::make_unique<Model>();  // a model is built on the heap the same way
+  EXPECT_EQ((*model)(randn({3, 4})).shape(), (Shape{3, 2}));
+  std::vector<std::string> names;
+  for (auto& [name, t] : model->named_parameters()) names.push_back(name);
+  ASSERT_EQ(names.size(), 16u);
+  EXPECT_EQ(names[0], "body.0.weight");
+  EXPECT_EQ(names[4], "blocks.0.0.weight");
+  EXPECT_EQ(names[12], "heads.out.0.weight");
+  expect_error([&] { model->blocks.push_back(std::unique_ptr<nn::Sequential>()); },
+               "[ModuleList] cannot hold an empty module");
 }
 
 TEST(Sequential, OwnsIndexesIteratesNests) {
