@@ -34,7 +34,6 @@ struct GPTConfig {
 struct GPT : nn::Module {
   explicit GPT(const GPTConfig& config);
   Tensor forward(const Tensor& ids) override;
-  std::string name() const override { return "GPT"; }
   // The parts around `blocks`, for callers that run the blocks themselves (checkpointing).
   Tensor stem_forward(const Tensor& ids);
   Tensor head_forward(const Tensor& h);

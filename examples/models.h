@@ -8,7 +8,6 @@ namespace ember::examples {
 struct MLP : nn::Module {
   explicit MLP(double dropout = 0.2);
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "MLP"; }
 
   nn::Flatten flatten;
   nn::Linear fc1{784, 512}, fc2{512, 512}, fc3{512, 10};
@@ -23,7 +22,6 @@ struct MLP : nn::Module {
 struct ResNet20 : nn::Module {
   ResNet20();
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "ResNet20"; }
   // The stem and head around `blocks`, for callers that run the blocks themselves.
   Tensor stem_forward(const Tensor& x);
   Tensor head_forward(const Tensor& h);

@@ -9,7 +9,6 @@ namespace ember::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return relu(x); }
-  std::string name() const override { return "ReLU"; }
 };
 
 class LeakyReLU : public Module {
@@ -18,7 +17,6 @@ class LeakyReLU : public Module {
     EMBER_CHECK(std::isfinite(negative_slope), "[LeakyReLU] negative_slope must be finite, got ", negative_slope);
   }
   Tensor forward(const Tensor& x) override { return leaky_relu(x, negative_slope); }
-  std::string name() const override { return "LeakyReLU"; }
   const double negative_slope;
 
  protected:
@@ -28,19 +26,19 @@ class LeakyReLU : public Module {
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
-  std::string name() const override { return "Sigmoid"; }
 };
 
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) override { return tanh(x); }
-  std::string name() const override { return "Tanh"; }
 };
 
 class GELU : public Module {
  public:
   Tensor forward(const Tensor& x) override { return gelu(x); }
-  std::string name() const override { return "GELU"; }
+
+ protected:
+  std::string extra_repr() const override { return "approximate='none'"; }  // the exact (erf) form
 };
 
 // Flattens dims start_dim..end_dim (by default everything but the batch dim).
@@ -48,8 +46,10 @@ class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
-  std::string name() const override { return "Flatten"; }
   const int64_t start_dim, end_dim;
+
+ protected:
+  std::string extra_repr() const override { return detail::concat("start_dim=", start_dim, ", end_dim=", end_dim); }
 };
 
 }  // namespace ember::nn

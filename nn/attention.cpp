@@ -1,5 +1,7 @@
 #include "nn/attention.h"
 
+#include "nn/repr.h"
+
 namespace ember::nn {
 
 namespace {
@@ -37,7 +39,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& attn_mask) {
 
 std::string MultiheadAttention::extra_repr() const {
   return detail::concat("embed_dim=", embed_dim, ", num_heads=", num_heads, ", dropout=", dropout,
-                        ", causal=", causal ? "True" : "False");
+                        ", causal=", bool_repr(causal));
 }
 
 }  // namespace ember::nn

@@ -22,7 +22,6 @@ class MultiheadAttention : public Module {
   // attn_mask broadcasts to [batch, num_heads, seq, seq]: uint8 (1 = may attend) or floating
   // (added to the scores); with causal it narrows the causal mask further.
   Tensor forward(const Tensor& x, const Tensor& attn_mask);
-  std::string name() const override { return "MultiheadAttention"; }
 
   const int64_t embed_dim, num_heads, head_dim;
   const double dropout;

@@ -2,6 +2,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/recompute.h"
+#include "nn/repr.h"
 
 namespace ember::nn {
 
@@ -44,8 +45,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 std::string BatchNorm::extra_repr() const {
-  return detail::concat(num_features, ", eps=", eps, ", momentum=", momentum, ", affine=", affine ? "True" : "False",
-                        ", track_running_stats=", track_running_stats ? "True" : "False");
+  return detail::concat(num_features, ", eps=", eps, ", momentum=", momentum, ", affine=", bool_repr(affine),
+                        ", track_running_stats=", bool_repr(track_running_stats));
 }
 
 void BatchNorm1d::check_input(const Tensor& x) const {

@@ -32,7 +32,6 @@ class BatchNorm1d : public BatchNorm {
   explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
                        bool track_running_stats = true)
       : BatchNorm(num_features, eps, momentum, affine, track_running_stats) {}
-  std::string name() const override { return "BatchNorm1d"; }
 
  protected:
   void check_input(const Tensor& x) const override;
@@ -44,7 +43,6 @@ class BatchNorm2d : public BatchNorm {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
                        bool track_running_stats = true)
       : BatchNorm(num_features, eps, momentum, affine, track_running_stats) {}
-  std::string name() const override { return "BatchNorm2d"; }
 
  protected:
   void check_input(const Tensor& x) const override;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/init.h"
+#include "nn/repr.h"
 
 namespace ember::nn {
 
@@ -36,9 +37,13 @@ Tensor Conv2d::forward(const Tensor& x) {
 
 std::string Conv2d::extra_repr() const {
   const auto& o = options;
-  return detail::concat(o.in_channels_, ", ", o.out_channels_, ", kernel_size=(", o.kernel_size_[0], ", ",
-                        o.kernel_size_[1], "), stride=(", o.stride_[0], ", ", o.stride_[1], "), padding=(",
-                        o.padding_[0], ", ", o.padding_[1], ")", o.bias_ ? "" : ", bias=False");
+  // Like PyTorch, padding and dilation appear only when they are not the default.
+  std::string out = detail::concat(o.in_channels_, ", ", o.out_channels_, ", kernel_size=",
+                                   tuple_repr(o.kernel_size_), ", stride=", tuple_repr(o.stride_));
+  if (o.padding_ != Pair{0, 0}) out += ", padding=" + tuple_repr(o.padding_);
+  if (o.dilation_ != Pair{1, 1}) out += ", dilation=" + tuple_repr(o.dilation_);
+  if (!o.bias_) out += ", bias=False";
+  return out;
 }
 
 }  // namespace ember::nn

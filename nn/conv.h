@@ -29,7 +29,6 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
       : Conv2d(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "Conv2d"; }
   void reset_parameters();
 
   const Conv2dOptions options;

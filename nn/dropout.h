@@ -11,7 +11,6 @@ class Dropout : public Module {
     EMBER_CHECK(p >= 0.0 && p <= 1.0, "[Dropout] probability has to be between 0 and 1, but got ", p);
   }
   Tensor forward(const Tensor& x) override { return dropout(x, p, is_training()); }
-  std::string name() const override { return "Dropout"; }
   const double p;
 
  protected:

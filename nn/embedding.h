@@ -11,7 +11,6 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& ids) override;
-  std::string name() const override { return "Embedding"; }
 
   const int64_t num_embeddings, embedding_dim;
   Tensor weight;

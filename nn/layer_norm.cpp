@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/repr.h"
+
 namespace ember::nn {
 
 LayerNorm::LayerNorm(Shape shape, double eps, bool affine)
@@ -24,7 +26,7 @@ std::string LayerNorm::extra_repr() const {
   std::string dims;
   for (int64_t d : normalized_shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
   if (normalized_shape.size() == 1) dims += ",";
-  return detail::concat("(", dims, "), eps=", eps, ", elementwise_affine=", elementwise_affine ? "True" : "False");
+  return detail::concat("(", dims, "), eps=", eps, ", elementwise_affine=", bool_repr(elementwise_affine));
 }
 
 }  // namespace ember::nn

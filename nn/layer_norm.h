@@ -12,7 +12,6 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true)
       : LayerNorm(Shape{dim}, eps, elementwise_affine) {}
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "LayerNorm"; }
 
   const Shape normalized_shape;
   const double eps;

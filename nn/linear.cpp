@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/init.h"
+#include "nn/repr.h"
 
 namespace ember::nn {
 
@@ -31,7 +32,7 @@ Tensor Linear::forward(const Tensor& x) {
 
 std::string Linear::extra_repr() const {
   return detail::concat("in_features=", in_features, ", out_features=", out_features, ", bias=",
-                        bias.defined() ? "True" : "False");
+                        bool_repr(bias.defined()));
 }
 
 namespace functional {

@@ -9,7 +9,6 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "Linear"; }
   void reset_parameters();
 
   const int64_t in_features, out_features;

@@ -17,7 +17,6 @@ class CrossEntropyLoss : public Module {
     return cross_entropy(input, target, options.reduction, options.ignore_index, options.label_smoothing);
   }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-  std::string name() const override { return "CrossEntropyLoss"; }
   const CrossEntropyLossOptions options;
 };
 
@@ -26,7 +25,6 @@ class MSELoss : public Module {
   explicit MSELoss(Reduction reduction = Reduction::Mean) : reduction(reduction) {}
   Tensor forward(const Tensor& input, const Tensor& target) { return mse_loss(input, target, reduction); }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
-  std::string name() const override { return "MSELoss"; }
   const Reduction reduction;
 };
 

@@ -1,9 +1,13 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
 
@@ -11,6 +15,53 @@ namespace ember::nn {
 
 Tensor Module::forward(const Tensor&) {
   EMBER_FAIL("[", name(), "] this module has no one-tensor forward()");
+}
+
+std::string Module::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  const std::string full = status == 0 ? demangled.get() : mangled;
+  // The scopes end at the last "::" before any template arguments: ember::nn::Linear,
+  // (anonymous namespace)::Net, Suite_Test::TestBody()::Local.
+  const size_t scope = full.substr(0, full.find('<')).rfind("::");
+  return scope == std::string::npos ? full : full.substr(scope + 2);
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  Tensor input = x;
+  if (pre_hooks_) {
+    // Copies: a hook may remove itself or register another while the list runs.
+    const auto pre_hooks = pre_hooks_->hooks;
+    for (const auto& [id, hook] : pre_hooks)
+      if (Tensor replaced = hook(*this, input); replaced.defined()) input = std::move(replaced);
+  }
+  Tensor output = call_wrapper_ ? call_wrapper_(*this, input) : forward(input);
+  if (hooks_) {
+    const auto hooks = hooks_->hooks;
+    for (const auto& [id, hook] : hooks)
+      if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
+  }
+  return output;
+}
+
+namespace {
+template <class Hook>
+autograd::HookHandle add_hook(std::shared_ptr<autograd::HookList<Hook>>& list, Hook hook, const std::string& module,
+                              const char* api) {
+  EMBER_CHECK(hook, "[", module, "] ", api, ": the hook is empty");
+  if (!list) list = std::make_shared<autograd::HookList<Hook>>();
+  const uint64_t id = list->add(std::move(hook));
+  return {list, id};
+}
+}  // namespace
+
+autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  return add_hook(pre_hooks_, std::move(hook), name(), "register_forward_pre_hook");
+}
+
+autograd::HookHandle Module::register_forward_hook(ForwardHook hook) {
+  return add_hook(hooks_, std::move(hook), name(), "register_forward_hook");
 }
 
 void Module::check_new_name(const std::string& name) const {
@@ -84,6 +135,12 @@ std::vector<Module*> Module::children() const {
   std::vector<Module*> out;
   for (auto& [name, child] : children_) out.push_back(child);
   return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [name, child] : children_) child->apply(fn);
+  fn(*this);
+  return *this;
 }
 
 void Module::train(bool on) {

@@ -1,9 +1,21 @@
 #pragma once
 // Note [Modules]
 // A Module owns named parameters and buffers and refers to named child modules. Children are
-// usually plain members registered by reference (register_module("fc1", fc1)), so a Module is
-// neither copyable nor movable: the parent keeps pointers to its members. nn::Sequential owns
-// its children instead (add<T>(args...)).
+// usually plain members registered by reference (register_module("fc1", fc1)): the parent keeps
+// pointers to its members. The containers (Sequential, ModuleList, ModuleDict) own their
+// children instead (Note [Owning containers]).
+//
+// A Module is therefore neither copyable nor movable. A moved model would keep pointers into the
+// object it was moved from; making moves work would mean storing member offsets instead of
+// pointers, or re-registering every child in each move constructor, which every user model
+// would have to write and keep right. Modules stay where they are built, and a factory hands
+// one out on the heap:
+//   std::unique_ptr<nn::Sequential> make_mlp(int64_t in, int64_t out);   // a factory
+//   auto mlp = make_mlp(784, 10);                       // a model of its own
+//   blocks.push_back(make_mlp(64, 64));                 // ModuleList / ModuleDict take ownership
+//   std::unique_ptr<nn::Sequential> head = make_mlp(64, 10);   // a member of a model, which
+//   register_module("head", *head);                            // registers what it points to
+// The pointer moves; the module does not, so the registry stays valid.
 //
 // Parameters are Tensor handles shared between the module's registry and the member the layer
 // exposes (Linear::weight). Anything that must replace a parameter's data — to(device),
@@ -16,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/hook_handle.h"
 #include "core/ops.h"
 
 namespace ember::nn {
@@ -33,15 +46,36 @@ class Module {
 
   // The one-tensor forward most layers have; modules with other signatures add overloads.
   virtual Tensor forward(const Tensor& x);
-  // Runs forward, through the call wrapper when one is set: utils::checkpoint_modules() uses it
-  // to route chosen blocks of an existing model through activation checkpointing, and
+  // Runs the forward pre-hooks, forward (through the call wrapper when one is set), then the
+  // forward hooks (Note [Forward hooks]). utils::checkpoint_modules() sets the call wrapper to
+  // route chosen blocks of an existing model through activation checkpointing, and
   // utils::uncheckpoint_modules() takes it away again, without touching the model's code.
-  Tensor operator()(const Tensor& x) { return call_wrapper_ ? call_wrapper_(*this, x) : forward(x); }
+  Tensor operator()(const Tensor& x);
   using CallWrapper = std::function<Tensor(Module&, const Tensor&)>;
   void set_call_wrapper(CallWrapper wrapper) { call_wrapper_ = std::move(wrapper); }
   bool has_call_wrapper() const { return static_cast<bool>(call_wrapper_); }
-  // The type's name for messages and printing ("Linear").
-  virtual std::string name() const { return "Module"; }
+
+  // Note [Forward hooks]
+  // A pre-hook sees the module and its input before forward and may return a replacement input
+  // (an undefined Tensor keeps it); a forward hook sees the module, the input forward got and its
+  // output, and may return a replacement output. Each kind runs in registration order, each
+  // seeing the previous one's result. They run in operator(), around the call wrapper, so a
+  // module that utils::checkpoint_modules() switched to checkpointing runs its hooks once per
+  // call: the checkpoint recomputes forward() itself, not operator(). The hooks of modules
+  // *inside* a checkpointed block are part of that block's forward, so they run again when
+  // backward recomputes it, and must compute the same replacement then, or the recompute would
+  // not reproduce the forward; a hook with side effects (recording activations, counting calls)
+  // can skip them while autograd::is_recomputing(). A handle holds the hooks weakly
+  // (core/autograd/hook_handle.h): remove() after the module is gone does nothing.
+  using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;
+  using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
+  autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  autograd::HookHandle register_forward_hook(ForwardHook hook);
+
+  // The type's name for messages and printing: the dynamic type's name without its namespaces
+  // or enclosing scopes ("Linear" for ember::nn::Linear, "MyNet" for a user's MyNet). Override
+  // it only to print something else.
+  virtual std::string name() const;
 
   Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor value);
@@ -59,6 +93,10 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_children() const { return children_; }
   // This module and every descendant, depth first, with dotted names ("" for this one).
   std::vector<std::pair<std::string, Module*>> named_modules();
+
+  // Calls fn on every descendant, children before their parent, then on this module, as
+  // PyTorch's apply: model.apply([](nn::Module& m) { ... re-initialise every Linear ... }).
+  Module& apply(const std::function<void(Module&)>& fn);
 
   virtual void train(bool on = true);
   void eval() { train(false); }
@@ -89,6 +127,9 @@ class Module {
 
   bool training_ = true;
   CallWrapper call_wrapper_;
+  // Created by the first registration; shared so that handles can hold them weakly.
+  std::shared_ptr<autograd::HookList<ForwardPreHook>> pre_hooks_;
+  std::shared_ptr<autograd::HookList<ForwardHook>> hooks_;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;

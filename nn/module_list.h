@@ -18,45 +18,29 @@ class ModuleList : public Container {
 
   template <class M, class... Args>
   M& add(Args&&... args) {
-    auto child = std::make_shared<M>(std::forward<Args>(args)...);
-    M& ref = *child;
-    append(std::move(child));
-    return ref;
+    return adopt_typed(next_name(), std::make_shared<M>(std::forward<Args>(args)...));
   }
-  Module& append(std::shared_ptr<Module> child);
+  Module& append(std::shared_ptr<Module> child) { return adopt(next_name(), std::move(child)); }
+  // Takes a module a factory made (Note [Modules]).
   template <class M>
   M& push_back(std::unique_ptr<M> child) {
-    M& ref = *child;
-    append(std::shared_ptr<Module>(std::move(child)));
-    return ref;
+    return adopt_typed(next_name(), std::shared_ptr<M>(std::move(child)));
   }
 
-  std::string name() const override { return "ModuleList"; }
-
-  size_t size() const { return owned().size(); }
   Module& operator[](size_t i) const;
   template <class M>
   M& at(size_t i) const {
-    auto* m = dynamic_cast<M*>(&(*this)[i]);
-    EMBER_CHECK(m, "[", name(), "] child ", i, " is a ", (*this)[i].name(), ", not the requested type");
-    return *m;
+    return as<M>((*this)[i], "child " + std::to_string(i));
   }
 
-  class Iterator {
-   public:
-    explicit Iterator(std::vector<std::shared_ptr<Module>>::const_iterator it) : it_(it) {}
-    Module& operator*() const { return **it_; }
-    Iterator& operator++() {
-      ++it_;
-      return *this;
-    }
-    bool operator!=(const Iterator& o) const { return it_ != o.it_; }
-
-   private:
-    std::vector<std::shared_ptr<Module>>::const_iterator it_;
+  struct ModuleOf {
+    Module& operator()(const Entry& e) const { return *e.module; }
   };
-  Iterator begin() const { return Iterator(owned().begin()); }
-  Iterator end() const { return Iterator(owned().end()); }
+  Iterator<ModuleOf> begin() const { return Iterator<ModuleOf>(owned().begin()); }
+  Iterator<ModuleOf> end() const { return Iterator<ModuleOf>(owned().end()); }
+
+ private:
+  std::string next_name() const { return std::to_string(size()); }
 };
 
 }  // namespace ember::nn

@@ -13,6 +13,7 @@
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/module_dict.h"
 #include "nn/module_list.h"
 #include "nn/pool.h"
 #include "nn/residual.h"

@@ -1,5 +1,7 @@
 #include "nn/pool.h"
 
+#include "nn/repr.h"
+
 namespace ember::nn {
 
 namespace detail {
@@ -23,5 +25,22 @@ Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
   detail::check_pool_input(x, "AdaptiveAvgPool2d");
   return adaptive_avg_pool2d(x, output_size);
 }
+
+namespace {
+// PyTorch's pooling settings; also printed (Note [Printing settings]).
+std::string window_settings(Pair kernel_size, Pair stride, Pair padding) {
+  return ember::detail::concat("kernel_size=", window_repr(kernel_size), ", stride=", window_repr(stride),
+                        ", padding=", window_repr(padding));
+}
+}  // namespace
+
+std::string MaxPool2d::extra_repr() const { return window_settings(kernel_size, stride, padding); }
+
+// PyTorch does not print count_include_pad; it appears here when it is not the default.
+std::string AvgPool2d::extra_repr() const {
+  return window_settings(kernel_size, stride, padding) + (count_include_pad ? "" : ", count_include_pad=False");
+}
+
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + window_repr(output_size); }
 
 }  // namespace ember::nn

@@ -19,8 +19,10 @@ class MaxPool2d : public Module {
   }
   explicit MaxPool2d(int64_t k) : MaxPool2d(Pair{k, k}) {}
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "MaxPool2d"; }
   const Pair kernel_size, stride, padding;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 class AvgPool2d : public Module {
@@ -33,9 +35,11 @@ class AvgPool2d : public Module {
   }
   explicit AvgPool2d(int64_t k) : AvgPool2d(Pair{k, k}) {}
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "AvgPool2d"; }
   const Pair kernel_size, stride, padding;
   const bool count_include_pad;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 class AdaptiveAvgPool2d : public Module {
@@ -46,8 +50,10 @@ class AdaptiveAvgPool2d : public Module {
   }
   explicit AdaptiveAvgPool2d(int64_t s) : AdaptiveAvgPool2d(Pair{s, s}) {}
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "AdaptiveAvgPool2d"; }
   const Pair output_size;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 }  // namespace ember::nn

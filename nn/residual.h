@@ -12,7 +12,6 @@ class BasicBlock : public Module {
  public:
   BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride = 1);
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "BasicBlock"; }
   bool has_projection() const { return shortcut.size() > 0; }
 
   Conv2d conv1;

@@ -12,7 +12,6 @@ class Sequential : public ModuleList {
  public:
   Sequential() = default;
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "Sequential"; }
 };
 
 }  // namespace ember::nn

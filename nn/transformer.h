@@ -16,7 +16,6 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t embed_dim, int64_t num_heads, double dropout = 0.0);
   Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "TransformerBlock"; }
 
   LayerNorm ln1;
   MultiheadAttention attn;

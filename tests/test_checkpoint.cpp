@@ -9,6 +9,7 @@
 
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/recompute.h"
 #include "core/generator.h"
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
@@ -362,6 +363,55 @@ TEST_F(Checkpoint, SwitchingBlocksOnAndOff) {
   EXPECT_EQ(utils::uncheckpoint_modules(seq), 2);
   sum(seq(x)).backward();
   EXPECT_EQ(utils::checkpoint_stats().forwards, 2);  // off again: no new checkpointed forward
+}
+
+// Note [Forward hooks]: a checkpointed module's own hooks run once per call; the hooks of a module
+// inside it run again when backward recomputes it, and their replacements keep the recompute
+// faithful, so the gradients match the plain run's.
+TEST_F(Checkpoint, ForwardHooksOfACheckpointedModuleRunOnceAndInnerOnesRunInTheRecompute) {
+  auto build = [](nn::Sequential& net) {
+    auto& block = net.add<nn::Sequential>();
+    block.add<nn::Linear>(4, 4);
+    block.add<nn::Tanh>();
+    net.add<nn::Linear>(4, 2);
+  };
+  manual_seed(3);
+  nn::Sequential plain, ckpt;
+  build(plain);
+  build(ckpt);
+  ckpt.load_state_dict(plain.state_dict());
+  struct Counts {
+    int outer = 0, inner = 0, inner_recomputing = 0;
+  };
+  auto add_hooks = [](nn::Sequential& net, Counts& counts) {
+    auto& block = net.at<nn::Sequential>(0);
+    block.register_forward_hook([&counts](nn::Module&, const Tensor&, const Tensor& out) {
+      ++counts.outer;
+      return out * 0.5;
+    });
+    block[0].register_forward_hook([&counts](nn::Module&, const Tensor&, const Tensor& out) {
+      ++counts.inner;
+      if (autograd::is_recomputing()) ++counts.inner_recomputing;
+      return out - 0.25;
+    });
+  };
+  Counts plain_counts, ckpt_counts;
+  add_hooks(plain, plain_counts);
+  add_hooks(ckpt, ckpt_counts);
+  Tensor x = randn({3, 4});
+  sum(plain(x)).backward();
+  EXPECT_EQ(utils::checkpoint_modules(ckpt, [&](nn::Module& m) { return &m == &ckpt[0]; }), 1);
+  sum(ckpt(x)).backward();
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 1);
+  EXPECT_EQ(plain_counts.outer, 1);
+  EXPECT_EQ(plain_counts.inner, 1);
+  EXPECT_EQ(ckpt_counts.outer, 1);              // around the checkpoint: once per call
+  EXPECT_EQ(ckpt_counts.inner, 2);              // the forward and the recompute
+  EXPECT_EQ(ckpt_counts.inner_recomputing, 1);  // and it can tell which is which
+  auto plain_params = plain.named_parameters(), ckpt_params = ckpt.named_parameters();
+  ASSERT_EQ(plain_params.size(), ckpt_params.size());
+  for (size_t i = 0; i < plain_params.size(); ++i)
+    EXPECT_EQ(values(plain_params[i].second.grad()), values(ckpt_params[i].second.grad())) << plain_params[i].first;
 }
 
 TEST_F(Checkpoint, DropsActivationsFromLiveMemory) {

@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <type_traits>
 
+#include "core/autograd/grad_mode.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/recompute.h"
 #include "core/generator.h"
@@ -29,7 +32,6 @@ struct Net : nn::Module {
     register_module("fc2", fc2);
   }
   Tensor forward(const Tensor& x) override { return fc2(drop(relu(bn(fc1(x))))); }
-  std::string name() const override { return "Net"; }
 };
 
 // Checks the gradients of a module's output w.r.t. its input and every parameter (float64).
@@ -112,12 +114,201 @@ TEST(Module, StateDictRoundTripAndErrors) {
 
 TEST(Module, RegistrationErrors) {
   struct Bad : nn::Module {
-    std::string name() const override { return "Bad"; }
   } m;
   m.register_parameter("w", zeros({2}));
   expect_error([&] { m.register_buffer("w", zeros({2})); }, "[Bad] the name 'w' is already registered");
   expect_error([&] { m.register_parameter("a.b", zeros({2})); }, "[Bad] invalid name 'a.b'");
   expect_error([&] { m(zeros({2})); }, "[Bad] this module has no one-tensor forward()");
+}
+
+TEST(Module, ApplyVisitsChildrenBeforeTheirParent) {
+  Net net;
+  std::vector<std::string> order;
+  nn::Module& returned = net.apply([&](nn::Module& m) { order.push_back(m.name()); });
+  EXPECT_EQ(&returned, &net);
+  EXPECT_EQ(order, (std::vector<std::string>{"Linear", "BatchNorm1d", "Dropout", "Linear", "Net"}));
+  nn::Sequential outer;
+  outer.add<nn::Linear>(2, 2);
+  outer.add<nn::Sequential>().add<nn::ReLU>();
+  std::vector<nn::Module*> visited;
+  outer.apply([&](nn::Module& m) { visited.push_back(&m); });
+  EXPECT_EQ(visited, (std::vector<nn::Module*>{&outer[0], &outer.at<nn::Sequential>(1)[0], &outer[1], &outer}));
+  // The common use: re-initialise every layer of one type, wherever it sits.
+  net.apply([](nn::Module& m) {
+    if (auto* fc = dynamic_cast<nn::Linear*>(&m)) {
+      NoGradGuard no_grad;
+      fc->weight.fill_(0.5);
+      fc->bias.zero_();
+    }
+  });
+  for (const Tensor& w : {net.fc1.weight, net.fc2.weight})
+    for (double v : values(w)) EXPECT_EQ(v, 0.5);
+  for (double v : values(net.fc2.bias)) EXPECT_EQ(v, 0.0);
+  for (double v : values(net.bn.weight)) EXPECT_EQ(v, 1.0);  // BatchNorm untouched
+}
+
+TEST(Module, ForwardHooksReplaceInputAndOutputInOrderAndCanBeRemoved) {
+  nn::Linear fc(3, 2);
+  std::vector<std::string> log;
+  auto doubled = fc.register_forward_pre_hook([&](nn::Module& m, const Tensor& in) {
+    log.push_back("pre1 " + m.name());
+    return in * 2.0;
+  });
+  fc.register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+    log.push_back("pre2 " + std::to_string(in.size(0)));
+    return Tensor();  // keep
+  });
+  Tensor seen_input, seen_output;
+  auto shifted = fc.register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor& out) {
+    log.push_back("post1");
+    seen_input = in;
+    seen_output = out;
+    return out + 1.0;
+  });
+  fc.register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+    log.push_back("post2");
+    return out * 3.0;  // sees post1's result
+  });
+  Tensor x = randn({4, 3});
+  Tensor y = fc(x);
+  EXPECT_EQ(log, (std::vector<std::string>{"pre1 Linear", "pre2 4", "post1", "post2"}));
+  EXPECT_EQ(values(seen_input), values(x * 2.0));            // the replaced input
+  EXPECT_EQ(values(seen_output), values(fc.forward(x * 2.0)));  // forward's own output
+  EXPECT_EQ(values(y), values((fc.forward(x * 2.0) + 1.0) * 3.0));
+  sum(y).backward();  // the replacements are part of the graph
+  EXPECT_EQ(values(fc.bias.grad()), std::vector<double>(2, 12.0));  // 4 rows * 3
+  doubled.remove();
+  shifted.remove();
+  shifted.remove();  // twice is harmless
+  log.clear();
+  EXPECT_EQ(values(fc(x)), values(fc.forward(x) * 3.0));
+  EXPECT_EQ(log, (std::vector<std::string>{"pre2 4", "post2"}));
+  // forward() itself runs no hooks; only a call does.
+  log.clear();
+  fc.forward(x);
+  EXPECT_TRUE(log.empty());
+  expect_error([&] { fc.register_forward_hook(nullptr); }, "[Linear] register_forward_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_pre_hook(nullptr); }, "[Linear] register_forward_pre_hook: the hook is empty");
+}
+
+TEST(Module, AHookHandleOutlivingItsModuleRemovesNothing) {
+  autograd::HookHandle handle;
+  {
+    nn::ReLU relu;
+    handle = relu.register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) { return Tensor(); });
+  }
+  handle.remove();  // the module and its hooks are gone: nothing to do, nothing to crash
+  SUCCEED();
+}
+
+struct MyNet : nn::Module {};
+namespace outer::inner {
+template <class T>
+struct Wrapped : nn::Module {};
+}  // namespace outer::inner
+
+TEST(Module, NameIsTheTypeWithoutItsScopes) {
+  EXPECT_EQ(nn::Linear(2, 2).name(), "Linear");
+  EXPECT_EQ(nn::BatchNorm2d(2).name(), "BatchNorm2d");  // the dynamic type, not BatchNorm
+  EXPECT_EQ(MyNet().name(), "MyNet");
+  EXPECT_EQ(Net().name(), "Net");  // in an anonymous namespace
+  struct Local : nn::Module {};
+  EXPECT_EQ(Local().name(), "Local");  // inside a function
+  EXPECT_EQ(outer::inner::Wrapped<nn::Linear>().name(), "Wrapped<ember::nn::Linear>");
+  nn::Sequential seq;
+  seq.add<MyNet>();
+  const nn::Module& base = seq[0];
+  EXPECT_EQ(base.name(), "MyNet");  // through a base reference
+  EXPECT_EQ(seq.str(), "Sequential(\n  (0): MyNet()\n)");
+}
+
+// Note [Printing settings]: the text PyTorch prints for the same model (bar count_include_pad,
+// which PyTorch leaves out).
+TEST(Module, PrintsEveryLayersSettingsLikePyTorch) {
+  struct SmallCnn : nn::Module {
+    nn::Conv2d conv{nn::Conv2dOptions(1, 4, 3).padding(1).bias(false)};
+    nn::Conv2d dilated{nn::Conv2dOptions(4, 4, {3, 1}).stride(2).dilation(2)};
+    nn::BatchNorm2d bn{4, 1e-3, 0.2};
+    nn::LeakyReLU act{0.2};
+    nn::MaxPool2d pool{2};
+    nn::AvgPool2d avg{Pair{3, 2}, Pair{1, 1}, Pair{1, 0}, /*count_include_pad=*/false};
+    nn::AdaptiveAvgPool2d gap{1};
+    nn::Flatten flat;
+    nn::Dropout drop{0.25};
+    nn::ModuleDict heads;
+    SmallCnn() {
+      for (auto [name, m] : std::initializer_list<std::pair<const char*, nn::Module*>>{
+               {"conv", &conv}, {"dilated", &dilated}, {"bn", &bn}, {"act", &act}, {"pool", &pool},
+               {"avg", &avg}, {"gap", &gap}, {"flat", &flat}, {"drop", &drop}, {"heads", &heads}})
+        register_module(name, *m);
+      heads.add<nn::Linear>("fc", 4, 3);
+      heads.add<nn::GELU>("gelu");
+      heads.add<nn::LayerNorm>("norm", Shape{3});
+    }
+  } model;
+  std::ostringstream printed;
+  printed << model;
+  EXPECT_EQ(printed.str(),
+            "SmallCnn(\n"
+            "  (conv): Conv2d(1, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+            "  (dilated): Conv2d(4, 4, kernel_size=(3, 1), stride=(2, 2), dilation=(2, 2))\n"
+            "  (bn): BatchNorm2d(4, eps=0.001, momentum=0.2, affine=True, track_running_stats=True)\n"
+            "  (act): LeakyReLU(negative_slope=0.2)\n"
+            "  (pool): MaxPool2d(kernel_size=2, stride=2, padding=0)\n"
+            "  (avg): AvgPool2d(kernel_size=(3, 2), stride=1, padding=(1, 0), count_include_pad=False)\n"
+            "  (gap): AdaptiveAvgPool2d(output_size=1)\n"
+            "  (flat): Flatten(start_dim=1, end_dim=-1)\n"
+            "  (drop): Dropout(p=0.25)\n"
+            "  (heads): ModuleDict(\n"
+            "    (fc): Linear(in_features=4, out_features=3, bias=True)\n"
+            "    (gelu): GELU(approximate='none')\n"
+            "    (norm): LayerNorm((3,), eps=1e-05, elementwise_affine=True)\n"
+            "  )\n"
+            ")");
+}
+
+// Note [Modules]: modules stay where they are built; a factory hands out a unique_ptr.
+std::unique_ptr<nn::Sequential> make_mlp(int64_t in, int64_t hidden, int64_t out) {
+  auto mlp = std::make_unique<nn::Sequential>();
+  mlp->add<nn::Linear>(in, hidden);
+  mlp->add<nn::ReLU>();
+  mlp->add<nn::Linear>(hidden, out);
+  return mlp;
+}
+
+TEST(Module, FactoriesHandOutModulesThatContainersAndModelsOwn) {
+  static_assert(!std::is_move_constructible_v<nn::Linear> && !std::is_copy_constructible_v<nn::Linear>);
+  std::unique_ptr<nn::Sequential> mlp = make_mlp(4, 8, 2);
+  EXPECT_TRUE(mlp->at<nn::Linear>(0).weight.is_same(mlp->parameters()[0]));  // the registry survived the return
+  EXPECT_EQ((*mlp)(randn({3, 4})).shape(), (Shape{3, 2}));
+
+  struct Model : nn::Module {
+    std::unique_ptr<nn::Sequential> body = make_mlp(4, 8, 4);
+    nn::ModuleList blocks;
+    nn::ModuleDict heads;
+    Model() {
+      register_module("body", *body);
+      for (int i = 0; i < 2; ++i) blocks.push_back(make_mlp(4, 4, 4));
+      heads.insert("out", make_mlp(4, 4, 2));
+      register_module("blocks", blocks);
+      register_module("heads", heads);
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = (*body)(x);
+      for (nn::Module& block : blocks) h = block(h);
+      return heads["out"](h);
+    }
+  };
+  auto model = std::make_unique<Model>();  // a model is built on the heap the same way
+  EXPECT_EQ((*model)(randn({3, 4})).shape(), (Shape{3, 2}));
+  std::vector<std::string> names;
+  for (auto& [name, t] : model->named_parameters()) names.push_back(name);
+  ASSERT_EQ(names.size(), 16u);
+  EXPECT_EQ(names[0], "body.0.weight");
+  EXPECT_EQ(names[4], "blocks.0.0.weight");
+  EXPECT_EQ(names[12], "heads.out.0.weight");
+  expect_error([&] { model->blocks.push_back(std::unique_ptr<nn::Sequential>()); },
+               "[ModuleList] cannot hold an empty module");
 }
 
 TEST(Sequential, OwnsIndexesIteratesNests) {
@@ -333,7 +524,7 @@ TEST(Functional, StatelessFormsMatchTheLayers) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ModuleList and the transformer layers
+// ModuleList, ModuleDict and the transformer layers
 
 TEST(ModuleList, OwnsIndexesIteratesAndNamesLikePyTorch) {
   struct Model : nn::Module {
@@ -365,6 +556,44 @@ TEST(ModuleList, OwnsIndexesIteratesAndNamesLikePyTorch) {
                              "    (1): LayerNorm((4,), eps=1e-05, elementwise_affine=True)"),
             std::string::npos)
       << model.str();
+}
+
+TEST(ModuleDict, KeysInInsertionOrderRegisteredUnderTheirNames) {
+  struct Model : nn::Module {
+    nn::ModuleDict heads;
+    Model() {
+      heads.add<nn::Linear>("policy", 4, 3);
+      heads.insert("value", std::make_unique<nn::Linear>(4, 1, /*bias=*/false));
+      heads.insert("act", std::make_shared<nn::Tanh>());
+      register_module("heads", heads);
+    }
+  } model;
+  EXPECT_EQ(model.heads.size(), 3u);
+  EXPECT_TRUE(model.heads.contains("value"));
+  EXPECT_FALSE(model.heads.contains("Value"));
+  EXPECT_EQ(model.heads.keys(), (std::vector<std::string>{"policy", "value", "act"}));
+  EXPECT_EQ(model.heads.at<nn::Linear>("value").out_features, 1);
+  std::vector<std::string> keys;
+  for (auto& [key, t] : model.state_dict()) keys.push_back(key);  // std::map: sorted
+  EXPECT_EQ(keys, (std::vector<std::string>{"heads.policy.bias", "heads.policy.weight", "heads.value.weight"}));
+  std::vector<std::string> seen;
+  for (auto [key, head] : model.heads) seen.push_back(key + "=" + head.name());
+  EXPECT_EQ(seen, (std::vector<std::string>{"policy=Linear", "value=Linear", "act=Tanh"}));
+  Tensor h = randn({2, 4});
+  Tensor expected = tanh(model.heads.at<nn::Linear>("policy")(h));
+  EXPECT_EQ(values(model.heads["act"](model.heads["policy"](h))), values(expected));
+  model.eval();
+  EXPECT_FALSE(model.heads["act"].is_training());
+  expect_error([&] { model.heads["q"]; }, "[ModuleDict] no module under the key 'q' (keys: policy, value, act)");
+  expect_error([&] { model.heads.at<nn::Tanh>("policy"); },
+               "[ModuleDict] child 'policy' is a Linear, not the requested type");
+  expect_error([&] { model.heads.add<nn::ReLU>("act"); }, "[ModuleDict] the name 'act' is already registered");
+  expect_error([&] { model.heads.add<nn::ReLU>("a.b"); }, "[ModuleDict] invalid name 'a.b'");
+  expect_error([&] { model.heads.insert("none", std::unique_ptr<nn::ReLU>()); },
+               "[ModuleDict] cannot hold an empty module");
+  EXPECT_EQ(model.heads.size(), 3u);  // the failed insertions left nothing behind
+  expect_error([&] { model.heads(h); }, "[ModuleDict] this module has no one-tensor forward()");
+  expect_error([&] { nn::ModuleDict()["x"]; }, "[ModuleDict] no module under the key 'x' (keys: none)");
 }
 
 TEST(Layers, LayerNormNormalisesTheTrailingDims) {

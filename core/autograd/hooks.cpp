@@ -1,18 +1,10 @@
 #include "core/autograd/hooks.h"
 
-#include <algorithm>
-
 #include "core/autograd/node.h"
 #include "core/autograd/recompute.h"
 #include "core/check.h"
 
 namespace ember::autograd {
-
-void HookHandle::remove() {
-  std::shared_ptr<TensorHooks> hooks = hooks_.lock();
-  if (!hooks) return;
-  std::erase_if(hooks->hooks, [this](const auto& entry) { return entry.first == id_; });
-}
 
 namespace {
 
@@ -71,8 +63,7 @@ autograd::HookHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> 
   EMBER_CHECK(hook, "[register_hook] the hook is empty");
   if (autograd::is_recomputing()) return {};  // Note [Hooks and checkpointing]
   std::shared_ptr<autograd::TensorHooks>& hooks = autograd::hooks_of(*this);
-  const uint64_t id = hooks->next_id++;
-  hooks->hooks.emplace_back(id, std::move(hook));
+  const uint64_t id = hooks->add(std::move(hook));
   return {hooks, id};
 }
 

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/hook_handle.h"
 #include "core/tensor.h"
 
 namespace ember::autograd {
@@ -44,9 +45,7 @@ struct Node;
 using GradHook = std::function<Tensor(const Tensor&)>;
 
 // The hooks of one tensor, and for a non-leaf with retain_grad() the tensor itself.
-struct TensorHooks {
-  std::vector<std::pair<uint64_t, GradHook>> hooks;  // (id, hook), in registration order
-  uint64_t next_id = 0;
+struct TensorHooks : HookList<GradHook> {
   std::weak_ptr<TensorImpl> retained;
 };
 
