@@ -192,15 +192,9 @@ inline thread_local OpObserver* op_observer = nullptr;
 }
 
 // Installs an observer (or none) for the guard's lifetime.
-class OpObserverGuard {
+class OpObserverGuard : ScopedValue<OpObserver*> {
  public:
-  explicit OpObserverGuard(OpObserver* observer) : previous_(detail::op_observer) { detail::op_observer = observer; }
-  ~OpObserverGuard() { detail::op_observer = previous_; }
-  OpObserverGuard(const OpObserverGuard&) = delete;
-  OpObserverGuard& operator=(const OpObserverGuard&) = delete;
-
- private:
-  OpObserver* previous_;
+  explicit OpObserverGuard(OpObserver* observer) : ScopedValue(detail::op_observer, observer) {}
 };
 
 namespace detail {

@@ -1,6 +1,8 @@
 #pragma once
 // Grad mode is thread-local: a DataLoader worker or an optimizer step under NoGradGuard does not
 // change whether the training thread records a graph.
+#include "core/scoped_value.h"
+
 namespace ember {
 
 namespace detail {
@@ -9,15 +11,9 @@ inline thread_local bool grad_enabled = true;
 
 inline bool is_grad_enabled() { return detail::grad_enabled; }
 
-class GradModeGuard {
+class GradModeGuard : ScopedValue<bool> {
  public:
-  explicit GradModeGuard(bool enabled) : previous_(detail::grad_enabled) { detail::grad_enabled = enabled; }
-  ~GradModeGuard() { detail::grad_enabled = previous_; }
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
-
- private:
-  bool previous_;
+  explicit GradModeGuard(bool enabled) : ScopedValue(detail::grad_enabled, enabled) {}
 };
 
 struct NoGradGuard : GradModeGuard {

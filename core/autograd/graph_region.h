@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/scoped_value.h"
+
 namespace ember::autograd {
 
 struct GraphRegion {
@@ -23,17 +25,10 @@ inline std::atomic<uint64_t> next_region_id{1};
 inline GraphRegion current_graph_region() { return detail::current_region; }
 
 // Opens a new region for the guard's lifetime; the previous one is current again afterwards.
-class GraphRegionGuard {
+class GraphRegionGuard : ScopedValue<GraphRegion> {
  public:
-  explicit GraphRegionGuard(const char* name) : previous_(detail::current_region) {
-    detail::current_region = {detail::next_region_id.fetch_add(1), name};
-  }
-  ~GraphRegionGuard() { detail::current_region = previous_; }
-  GraphRegionGuard(const GraphRegionGuard&) = delete;
-  GraphRegionGuard& operator=(const GraphRegionGuard&) = delete;
-
- private:
-  GraphRegion previous_;
+  explicit GraphRegionGuard(const char* name)
+      : ScopedValue(detail::current_region, {detail::next_region_id.fetch_add(1), name}) {}
 };
 
 }  // namespace ember::autograd

@@ -1,6 +1,8 @@
 #pragma once
 // What the current thread is computing: the op whose forward (or whose node's backward) runs
 // now. The memory timeline labels allocator events with it.
+#include "core/scoped_value.h"
+
 namespace ember::autograd {
 
 struct OpLabel {
@@ -14,17 +16,9 @@ inline thread_local OpLabel current_label;
 
 inline OpLabel current_op_label() { return detail::current_label; }
 
-class OpLabelGuard {
+class OpLabelGuard : ScopedValue<OpLabel> {
  public:
-  OpLabelGuard(const char* op, bool backward) : previous_(detail::current_label) {
-    detail::current_label = {op, backward};
-  }
-  ~OpLabelGuard() { detail::current_label = previous_; }
-  OpLabelGuard(const OpLabelGuard&) = delete;
-  OpLabelGuard& operator=(const OpLabelGuard&) = delete;
-
- private:
-  OpLabel previous_;
+  OpLabelGuard(const char* op, bool backward) : ScopedValue(detail::current_label, {op, backward}) {}
 };
 
 }  // namespace ember::autograd

@@ -3,6 +3,8 @@
 // activation checkpointing (utils::checkpoint sets it). Modules with side effects — BatchNorm's
 // running statistics — consult it so that a checkpointed step updates them exactly once.
 // It lives in core so that nn can read it without depending on utils.
+#include "core/scoped_value.h"
+
 namespace ember::autograd {
 
 namespace detail {
@@ -11,15 +13,9 @@ inline thread_local bool recomputing = false;
 
 inline bool is_recomputing() { return detail::recomputing; }
 
-class RecomputeGuard {
+class RecomputeGuard : ScopedValue<bool> {
  public:
-  RecomputeGuard() : previous_(detail::recomputing) { detail::recomputing = true; }
-  ~RecomputeGuard() { detail::recomputing = previous_; }
-  RecomputeGuard(const RecomputeGuard&) = delete;
-  RecomputeGuard& operator=(const RecomputeGuard&) = delete;
-
- private:
-  bool previous_;
+  RecomputeGuard() : ScopedValue(detail::recomputing, true) {}
 };
 
 }  // namespace ember::autograd
