@@ -13,10 +13,13 @@
 // --sweep trains nothing: it measures one training step (forward and backward) of 4, 8 and 16
 // blocks under --checkpoint none, blocks and sqrt, and prints a key=value line for each:
 //   ./train_gpt --sweep --context 256
+// --export DIR also writes what the run trains on for bench/compare_gpt.py (Note [Exporting a run
+// for PyTorch]).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 
 #include "core/allocator.h"
@@ -26,6 +29,7 @@
 #include "examples/checkpoint_mode.h"
 #include "examples/gpt.h"
 #include "examples/training.h"
+#include "nn/serialize.h"
 #include "optim/lr_scheduler.h"
 
 using namespace ember;
@@ -42,6 +46,7 @@ struct Settings {
   std::string prompt = "The ";
   std::string checkpoint = "none";
   bool sweep = false;
+  std::string export_dir;
 };
 
 void add_gpt_flags(CLI::App& app, Settings& s) {
@@ -74,6 +79,9 @@ void add_gpt_flags(CLI::App& app, Settings& s) {
       ->capture_default_str();
   app.add_option("--prompt", s.prompt, "the text the sample continues")->capture_default_str();
   app.add_option("--checkpoint", s.checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
+  app.add_option("--export", s.export_dir,
+                 "write the initial weights, every training batch in order and the validation windows to "
+                 "this folder (bench/compare_gpt.py trains PyTorch on them)");
   app.add_flag("--sweep", s.sweep, "measure a training step's peak memory and time at 4, 8 and 16 blocks with each "
                                    "checkpoint mode instead of training");
 }
@@ -91,6 +99,58 @@ std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, i
 }
 
 std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+// Note [Exporting a run for PyTorch]
+// bench/compare_gpt.py trains the same GPT in PyTorch and compares the validation loss. "The
+// same" means the same initial weights, the same batches in the same order and the same
+// validation windows; rather than re-deriving the text, the vocabulary, the windows and the
+// loader's shuffle in Python, this writes what ember will train on:
+//   init.safetensors     the model's state dict before the first step
+//   batches.safetensors  train_inputs / train_targets: every training batch of every epoch,
+//                        concatenated in step order [windows, context]; batch_sizes [steps];
+//                        val_inputs / val_targets: the validation windows
+// with the run's settings as metadata. Iterating the loader here does not disturb training: each
+// epoch's order is a pure function of (seed, epoch), and the loader is set back to epoch 0.
+void export_run(const std::string& dir, const examples::GPT& model, data::DataLoader& train, data::DataLoader& val,
+                const examples::TrainConfig& config, const Settings& s) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  EMBER_CHECK(!error, "[train_gpt] cannot create the --export folder '", dir, "': ", error.message());
+  std::vector<Tensor> inputs, targets, val_inputs, val_targets;
+  std::vector<int64_t> batch_sizes;
+  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+    train.set_epoch(epoch);
+    for (data::Batch& b : train) {
+      batch_sizes.push_back(b.data.size(0));
+      inputs.push_back(b.data);
+      targets.push_back(b.target);
+    }
+  }
+  train.set_epoch(0);
+  for (data::Batch& b : val) {
+    val_inputs.push_back(b.data);
+    val_targets.push_back(b.target);
+  }
+  const auto steps = static_cast<int64_t>(batch_sizes.size());
+  const nn::Metadata settings{{"layers", std::to_string(s.model.num_layers)},
+                              {"embed_dim", std::to_string(s.model.embed_dim)},
+                              {"heads", std::to_string(s.model.num_heads)},
+                              {"context", std::to_string(s.model.context)},
+                              {"vocab_size", std::to_string(s.model.vocab_size)},
+                              {"dropout", std::to_string(s.model.dropout)},
+                              {"lr", std::to_string(config.lr)},
+                              {"warmup", std::to_string(s.warmup)},
+                              {"weight_decay", std::to_string(s.weight_decay)},
+                              {"steps", std::to_string(steps)}};
+  nn::save_safetensors(model.state_dict(), dir + "/init.safetensors", settings);
+  nn::save_safetensors({{"train_inputs", cat(inputs)},
+                        {"train_targets", cat(targets)},
+                        {"batch_sizes", from_vector<int64_t>(batch_sizes, {steps}, TensorOptions(kInt64))},
+                        {"val_inputs", cat(val_inputs)},
+                        {"val_targets", cat(val_targets)}},
+                       dir + "/batches.safetensors", settings);
+  std::printf("exported the initial weights and %lld batches to %s\n", static_cast<long long>(steps), dir.c_str());
+}
 
 // --sweep: one untimed and two timed training steps (forward, cross-entropy, backward) on random
 // tokens per depth and mode. Bytes are the peak above what was live before the step (the
@@ -175,6 +235,7 @@ int main(int argc, char** argv) {
     s.model.vocab_size = vocab.size();
     examples::GPT model(s.model);
     model.to(device);
+    if (!s.export_dir.empty()) export_run(s.export_dir, model, train, val, config, s);
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += p.numel();
     std::printf("text: %zu characters (%lld distinct), %lld training windows of %lld, %lld validation windows\n"
