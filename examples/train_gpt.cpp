@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <memory>
 
 #include "core/allocator.h"
@@ -28,8 +27,8 @@
 #include "examples/char_text.h"
 #include "examples/checkpoint_mode.h"
 #include "examples/gpt.h"
+#include "examples/run_export.h"
 #include "examples/training.h"
-#include "nn/serialize.h"
 #include "optim/lr_scheduler.h"
 
 using namespace ember;
@@ -99,58 +98,6 @@ std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, i
 }
 
 std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
-
-// Note [Exporting a run for PyTorch]
-// bench/compare_gpt.py trains the same GPT in PyTorch and compares the validation loss. "The
-// same" means the same initial weights, the same batches in the same order and the same
-// validation windows; rather than re-deriving the text, the vocabulary, the windows and the
-// loader's shuffle in Python, this writes what ember will train on:
-//   init.safetensors     the model's state dict before the first step
-//   batches.safetensors  train_inputs / train_targets: every training batch of every epoch,
-//                        concatenated in step order [windows, context]; batch_sizes [steps];
-//                        val_inputs / val_targets: the validation windows
-// with the run's settings as metadata. Iterating the loader here does not disturb training: each
-// epoch's order is a pure function of (seed, epoch), and the loader is set back to epoch 0.
-void export_run(const std::string& dir, const examples::GPT& model, data::DataLoader& train, data::DataLoader& val,
-                const examples::TrainConfig& config, const Settings& s) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  EMBER_CHECK(!error, "[train_gpt] cannot create the --export folder '", dir, "': ", error.message());
-  std::vector<Tensor> inputs, targets, val_inputs, val_targets;
-  std::vector<int64_t> batch_sizes;
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
-    train.set_epoch(epoch);
-    for (data::Batch& b : train) {
-      batch_sizes.push_back(b.data.size(0));
-      inputs.push_back(b.data);
-      targets.push_back(b.target);
-    }
-  }
-  train.set_epoch(0);
-  for (data::Batch& b : val) {
-    val_inputs.push_back(b.data);
-    val_targets.push_back(b.target);
-  }
-  const auto steps = static_cast<int64_t>(batch_sizes.size());
-  const nn::Metadata settings{{"layers", std::to_string(s.model.num_layers)},
-                              {"embed_dim", std::to_string(s.model.embed_dim)},
-                              {"heads", std::to_string(s.model.num_heads)},
-                              {"context", std::to_string(s.model.context)},
-                              {"vocab_size", std::to_string(s.model.vocab_size)},
-                              {"dropout", std::to_string(s.model.dropout)},
-                              {"lr", std::to_string(config.lr)},
-                              {"warmup", std::to_string(s.warmup)},
-                              {"weight_decay", std::to_string(s.weight_decay)},
-                              {"steps", std::to_string(steps)}};
-  nn::save_safetensors(model.state_dict(), dir + "/init.safetensors", settings);
-  nn::save_safetensors({{"train_inputs", cat(inputs)},
-                        {"train_targets", cat(targets)},
-                        {"batch_sizes", from_vector<int64_t>(batch_sizes, {steps}, TensorOptions(kInt64))},
-                        {"val_inputs", cat(val_inputs)},
-                        {"val_targets", cat(val_targets)}},
-                       dir + "/batches.safetensors", settings);
-  std::printf("exported the initial weights and %lld batches to %s\n", static_cast<long long>(steps), dir.c_str());
-}
 
 // --sweep: one untimed and two timed training steps (forward, cross-entropy, backward) on random
 // tokens per depth and mode. Bytes are the peak above what was live before the step (the
@@ -235,7 +182,17 @@ int main(int argc, char** argv) {
     s.model.vocab_size = vocab.size();
     examples::GPT model(s.model);
     model.to(device);
-    if (!s.export_dir.empty()) export_run(s.export_dir, model, train, val, config, s);
+    if (!s.export_dir.empty()) {
+      const int64_t steps = examples::export_run(
+          s.export_dir, model, train, val, config.epochs,
+          {{"layers", std::to_string(s.model.num_layers)}, {"embed_dim", std::to_string(s.model.embed_dim)},
+           {"heads", std::to_string(s.model.num_heads)}, {"context", std::to_string(s.model.context)},
+           {"vocab_size", std::to_string(s.model.vocab_size)}, {"dropout", std::to_string(s.model.dropout)},
+           {"lr", std::to_string(config.lr)}, {"warmup", std::to_string(s.warmup)},
+           {"weight_decay", std::to_string(s.weight_decay)}});
+      std::printf("exported the initial weights and %lld batches to %s\n", static_cast<long long>(steps),
+                  s.export_dir.c_str());
+    }
     int64_t params = 0;
     for (const Tensor& p : model.parameters()) params += p.numel();
     std::printf("text: %zu characters (%lld distinct), %lld training windows of %lld, %lld validation windows\n"

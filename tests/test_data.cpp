@@ -3,7 +3,6 @@
 // order, determinism, worker exceptions and epochs.
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "data/idx.h"
 #include "data/image_decode.h"
 #include "data/image_folder.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using namespace ember::data;
@@ -47,14 +47,7 @@ void expect_error(const std::function<void()>& fn, const std::vector<std::string
 // A fresh directory per test, removed afterwards.
 class DataFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_test_data_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.path(name); }
 
   std::string write_raw(const std::string& name, const std::string& bytes) const {
     fs::create_directories(fs::path(path(name)).parent_path());
@@ -76,7 +69,7 @@ class DataFiles : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  fs::path dir_;
+  ember::testing::TempDir temp_;
 };
 
 // An IDX file: magic 00 00 <type> <ndim>, big-endian dims, then `data`.

@@ -13,6 +13,9 @@
 #include "examples/char_text.h"
 #include "examples/checkpoint_mode.h"
 #include "examples/gpt.h"
+#include "examples/run_export.h"
+#include "nn/serialize.h"
+#include "temp_dir.h"
 #include "test_helpers.h"
 
 using namespace ember;
@@ -245,4 +248,46 @@ TEST(GPT, BudgetBoundsTheWholeTrainingStep) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Note [Exporting a run for PyTorch]: the files hold the weights before training and exactly the
+// batches, in order, that training then sees.
+TEST(GPT, ExportedRunHoldsWhatTrainingSees) {
+  ember::testing::TempDir temp;
+  manual_seed(3);
+  examples::GPT model(tiny_config());
+  std::vector<int64_t> ids(81);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 7 % 11);
+  auto windows = examples::next_token_windows(from_vector<int64_t>(ids, {81}, TensorOptions(kInt64)), 8);
+  data::DataLoader train(windows, data::DataLoaderOptions().batch_size(3).shuffle(true).seed(5));
+  data::DataLoader val(windows, data::DataLoaderOptions().batch_size(4));
+  const int64_t steps = examples::export_run(temp.path("run"), model, train, val, 2, {{"layers", "3"}});
+  EXPECT_EQ(steps, 2 * train.size());
+
+  nn::Metadata metadata;
+  const nn::StateDict init = nn::load_safetensors(temp.path("run/init.safetensors"), &metadata);
+  EXPECT_EQ(metadata.at("layers"), "3");
+  EXPECT_EQ(metadata.at("steps"), std::to_string(steps));
+  for (const auto& [name, t] : model.state_dict()) EXPECT_EQ(values(init.at(name)), values(t)) << name;
+
+  const nn::StateDict got = nn::load_safetensors(temp.path("run/batches.safetensors"));
+  const std::vector<int64_t> sizes = got.at("batch_sizes").to_vector<int64_t>();
+  ASSERT_EQ(static_cast<int64_t>(sizes.size()), steps);
+  int64_t row = 0;
+  size_t step = 0;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {  // the loader starts again at epoch 0
+    EXPECT_EQ(train.epoch(), epoch);
+    for (data::Batch& b : train) {
+      ASSERT_LT(step, sizes.size());
+      ASSERT_EQ(b.data.size(0), sizes[step++]);
+      EXPECT_EQ(values(got.at("train_inputs").narrow(0, row, b.data.size(0))), values(b.data));
+      EXPECT_EQ(values(got.at("train_targets").narrow(0, row, b.data.size(0))), values(b.target));
+      row += b.data.size(0);
+    }
+  }
+  EXPECT_EQ(step, sizes.size());
+  EXPECT_EQ(row, got.at("train_inputs").size(0));
+  const std::vector<int64_t> all{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_EQ(values(got.at("val_inputs")), values(windows->get_batch(all).data));
+  EXPECT_EQ(values(got.at("val_targets")), values(windows->get_batch(all).target));
 }

@@ -28,6 +28,7 @@
 #include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
 #include "cuda/context.h"
+#include "temp_dir.h"
 #endif
 
 using namespace ember;
@@ -106,14 +107,7 @@ struct Net : nn::Module {
 
 class Serialize : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_test_serialize_" + std::to_string(getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.path(name); }
 
   std::string write(const std::string& name, const std::string& bytes) const {
     std::ofstream(path(name), std::ios::binary) << bytes;
@@ -128,12 +122,12 @@ class Serialize : public ::testing::Test {
   // The temporary files of Note [Atomic saves] in the test's folder.
   std::vector<std::string> temp_files() const {
     std::vector<std::string> out;
-    for (const auto& entry : fs::directory_iterator(dir_))
+    for (const auto& entry : fs::directory_iterator(temp_.dir()))
       if (entry.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(entry.path().string());
     return out;
   }
 
-  fs::path dir_;
+  ember::testing::TempDir temp_;
 };
 
 const std::string kFixtures = EMBER_FIXTURES_DIR;
@@ -358,7 +352,7 @@ TEST_F(Serialize, BadFilesFailWithClearErrors) {
 
   expect_error([&] { nn::load_safetensors(path("missing.safetensors")); },
                {"[load_safetensors] " + path("missing.safetensors") + ": no such file"});
-  expect_error([&] { nn::load_safetensors(dir_.string()); }, {"not a regular file"});
+  expect_error([&] { nn::load_safetensors(temp_.dir().string()); }, {"not a regular file"});
   Net net;
   expect_error([&] { nn::load(net, path("missing.safetensors")); }, {"no such file"});
 }

@@ -2,7 +2,6 @@
 // Fashion-MNIST training images reaches at least 80% accuracy on the 10,000 test images; and a
 // training run saved and resumed is bitwise the run straight through.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "test_helpers.h"
+#include "temp_dir.h"
 
 using namespace ember;
 using testutil::expect_error;
@@ -86,12 +86,8 @@ void expect_same_bits(const nn::StateDict& got, const nn::StateDict& want, const
 
 class Resume : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ember_test_resume_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  ember::testing::TempDir temp_;
+  const fs::path& dir_ = temp_.dir();
 };
 
 }  // namespace
