@@ -1,5 +1,6 @@
 # Finds the OpenMP build of OpenBLAS (Debian: libopenblas-openmp-dev), whose threads are the same
-# OpenMP team as ember's own loops (DESIGN.md); the pthreads build would start a second team.
+# OpenMP team as ember's own loops (docs/internals.md, "One thread pool"); the pthreads build
+# would start a second team.
 # Sets OpenBLASOpenMP_FOUND and defines the imported target OpenBLAS::OpenMP.
 # Used by ember's own build and, installed next to emberConfig.cmake, by find_package(ember).
 find_path(OpenBLASOpenMP_INCLUDE_DIR cblas.h

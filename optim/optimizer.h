@@ -10,7 +10,7 @@
 //     per-parameter state, zero_grad, lr access for schedulers, state_dict/load_state_dict;
 //   - OptimizerWith<Options>: stores one Options per group and exposes it to the base by name
 //     (Options::fields lists every hyper-parameter once);
-//   - SGD, AdamW: the constructor's checks and the update rule, step().
+//   - SGD, Adam, AdamW: the constructor's checks and the update rule, step().
 // Parameters are numbered 0, 1, ... in group order; that index names their state.
 //
 // Note [Optimizer state_dict]

@@ -1,5 +1,5 @@
 // One thread pool: OpenBLAS is linked in its OpenMP build, so its threads and ours are the same
-// OpenMP team, and setting the count once sets both (see DESIGN.md, "Kernels and devices").
+// OpenMP team, and setting the count once sets both (docs/internals.md, "One thread pool").
 #include <cblas.h>
 #include <omp.h>
 
