@@ -1,7 +1,7 @@
 #!/bin/sh
 # Checks that docs/guide.md quotes its programs as they are: every code block preceded by a line
-# "<!-- file: guide/NAME.cpp -->" must equal docs/guide/NAME.cpp, and every docs/guide/*.cpp must
-# be quoted. The programs themselves are built and run by the guide_* tests.
+# "<!-- file: guide/<name>.cpp -->" must equal that file of docs/guide/, and every program there
+# must be quoted. The programs themselves are built and run by the guide_* tests.
 #   check_guide_blocks.sh docs/guide.md
 set -eu
 guide=$1
