@@ -5,13 +5,15 @@
 #   make demo    build and train the example networks on Fashion-MNIST and a small GPT on fortunes
 #   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
 #   make docs-graphs  redraw the backward-graph pictures docs/graph_*.svg (Graphviz)
+#   make exercises    build the exercise tests against your own files and run them (EXERCISE=N: one)
 PRESET ?= release
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 300
+EXERCISE ?=
 # OpenMP threads sleep instead of spinning while they wait (Note [OpenMP wait policy]).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: deps build test demo fuzz docs-graphs clean
+.PHONY: deps build test demo fuzz docs-graphs exercises clean
 
 deps:
 	@scripts/install-deps
@@ -40,6 +42,12 @@ docs-graphs: deps
 	cmake --build --preset $(PRESET) -j $(JOBS) --target graph_pictures
 	./build/$(PRESET)/examples/graph_pictures build/$(PRESET)
 	for g in graph_mlp graph_checkpoint; do dot -Tsvg build/$(PRESET)/$$g.dot -o docs/$$g.svg || exit 1; done
+
+# exercises/README.md: its own build folder, so the preset's build keeps testing the solutions.
+exercises: deps
+	cmake -S . -B build/exercises -DCMAKE_BUILD_TYPE=Release -DEMBER_EXERCISES=learner >/dev/null
+	cmake --build build/exercises -j $(JOBS) --target exercises
+	ctest --test-dir build/exercises -L exercises -R 'exercise$(EXERCISE)' --output-on-failure
 
 clean:
 	rm -rf build
