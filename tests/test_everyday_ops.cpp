@@ -81,6 +81,10 @@ TEST_F(EverydayOps, SortAlongAnyDimAndDtype) {
   auto [cols, cols_at] = sort(x, 0, true);
   expect_near(cols, {5, 2, 9, 2, 1, 4});
   EXPECT_EQ(ints(cols_at), (std::vector<int64_t>{0, 1, 1, 1, 0, 0}));
+  // A transposed view sorts as its contiguous copy does.
+  auto [view_sorted, view_at] = sort(x.t(), 1, true);
+  expect_near(view_sorted, values(cols.t().contiguous()));
+  EXPECT_EQ(ints(view_at), ints(cols_at.t().contiguous()));
   // Integers sort in their own dtype; the values keep it.
   auto [i64, i64_at] = sort(from_vector(std::vector<int64_t>{7, -3, 7, 0}, {4}, kInt64));
   EXPECT_EQ(i64.dtype(), kInt64);
@@ -163,6 +167,7 @@ TEST_F(EverydayOps, CumsumValuesAndDtypes) {
   expect_near(cumsum(x, 1), {1, 3, 6, 4, 9, 15});
   expect_near(cumsum(x, 0), {1, 2, 3, 5, 7, 9});
   EXPECT_EQ(cumsum(x, 0).dtype(), kFloat32);
+  expect_near(cumsum(x.t(), 1), values(cumsum(x, 0).t().contiguous()));  // a transposed view
   // Integers add up in int64, uint8 too (200 + 100 does not wrap).
   const Tensor bytes = cumsum(tensor({200, 100, 50}, kUInt8), 0);
   EXPECT_EQ(bytes.dtype(), kInt64);

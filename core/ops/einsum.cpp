@@ -1,7 +1,6 @@
 // einsum: Einstein summation over one or more operands, built from permute, reshape, expand, sum,
 // where and matmul, so its gradient and its devices are theirs (Note [einsum as matmuls]).
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,8 +34,8 @@ std::string label_name(int label) {
   return std::string(1, static_cast<char>(label < 26 ? 'A' + label : 'a' + (label - 26)));
 }
 
-// The letters of one operand's (or the output's) subscripts, with kEllipsisMark for "...".
-// `begin` is the position of the first character in the whole equation, for the messages.
+// The labels of the subscripts equation[begin, end) (one operand's, or the output's), with
+// kEllipsisMark for "..."; messages give positions in the whole equation.
 Labels parse_subscripts(const std::string& equation, size_t begin, size_t end) {
   Labels labels;
   for (size_t i = begin; i < end; ++i) {
