@@ -192,6 +192,15 @@ using EmbeddingFwdFn = void(const Tensor& weight, const Tensor& indices, const T
 // grad[j] whose id is r, added in j order, zero for ids that never occur (Note [Embedding backward]).
 using EmbeddingBwdFn = void(const Tensor& grad, const Tensor& indices, const Tensor& grad_weight);
 
+// x contiguous viewed as [outer, n, inner]: indices [outer, k, inner] (int64) are the positions
+// of the first k elements of each row in sorted order (ascending, or descending), NaN counting as
+// the largest value and ties kept in index order (Note [Sort order])
+using SortFn = void(const Tensor& x, int64_t outer, int64_t n, int64_t inner, int64_t k, bool descending,
+                    const Tensor& indices);
+// x contiguous viewed as [outer, n, inner], out of x's dtype: the running sums along n, from the
+// front or (reverse) from the back; floats add in double
+using CumsumFn = void(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, const Tensor& out);
+
 // x in any layout: fingerprint::finish of the sums of fingerprint::add_element over its elements
 // (Note [Tensor fingerprints]); the same 64 bits on every device
 using FingerprintFn = uint64_t(const Tensor& x);
@@ -229,6 +238,8 @@ inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward"};
 inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward"};
 inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward"};
 inline Kernel<EmbeddingBwdFn> embedding_backward{"embedding_backward"};
+inline Kernel<SortFn> sort{"sort"};
+inline Kernel<CumsumFn> cumsum{"cumsum"};
 inline Kernel<FingerprintFn> fingerprint{"fingerprint"};
 
 }  // namespace ember::kernels

@@ -5,6 +5,7 @@
 // uint8 masks (0/1) and carry no gradient.
 #include <array>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -30,6 +31,10 @@ Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);  // no gradient
 Tensor clamp(const Tensor& x, double min, double max);
+// Bounds as tensors that broadcast with x; either may be undefined (no bound). Where min > max
+// the result is max, and a NaN anywhere gives NaN. Gradient as PyTorch's: to x where
+// min <= x <= max, to min or max where it is the result (Note [Clamp with tensor bounds]).
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& x);
@@ -96,9 +101,31 @@ Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x's shape).
 Tensor sum_to(const Tensor& x, const Shape& shape);
+// (core/ops/cumsum.cpp) Running sums along dim: y_j = x_0 + ... + x_j. Integral inputs (uint8
+// too) give int64, as PyTorch; floats add in double.
+Tensor cumsum(const Tensor& x, int64_t dim);
+
+// --- sorting (core/ops/sort.cpp). NaN sorts as the largest value and equal values keep their
+// order (a stable sort), so results are deterministic (Note [Sort order] in core/cpu/sort.cpp).
+// The values are differentiable (the gradient goes back to the positions they came from); the
+// int64 indices are not. Bind both with `auto [values, indices] = sort(x);`. ---
+struct ValuesAndIndices {
+  Tensor values, indices;
+};
+ValuesAndIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);  // sort's indices
+// The k largest (or smallest) elements along dim: the first k of sort(x, dim, largest). With
+// sorted = false they come in the order of their positions in x (PyTorch leaves that order open).
+ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 
 // --- matmul (core/ops/matmul.cpp): 1-D, 2-D and batched with broadcast batch dims ---
 Tensor matmul(const Tensor& a, const Tensor& b);
+// (core/ops/einsum.cpp) Einstein summation, as torch.einsum: einsum("bij,bjk->bik", {a, b}).
+// Subscripts are letters; "..." stands for the dims an operand has beyond its letters; without
+// "->" the output is the ellipsis dims, then the letters used once, sorted (uppercase first).
+// A letter repeated in one operand takes its diagonal; size-1 dims broadcast. Any number of
+// floating-point operands, contracted left to right with batched matmuls (Note [einsum as matmuls]).
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // --- losses (core/ops/loss.cpp) ---
 enum class Reduction { None, Mean, Sum };
@@ -125,6 +152,13 @@ std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim = 0);
 // is kept when j - i <= diagonal (tril) or j - i >= diagonal (triu).
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// (core/ops/pad.cpp) Pads the trailing dims; pads lists (before, after) pairs from the last dim
+// backwards, as torch.nn.functional.pad: {left, right, top, bottom} pads W then H. A negative
+// amount crops. Constant fills with value; reflect mirrors without repeating the edge (each
+// amount < the dim's size); replicate repeats the edge; circular wraps around (each amount <=
+// the size left after cropping). Any number of dims in every mode.
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::Constant, double value = 0.0);
 
 // --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, norm.cpp,
 // random.cpp). Images are NCHW; pairs are {height, width}. ---

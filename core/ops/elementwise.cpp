@@ -258,6 +258,63 @@ struct Clamp : UnaryFunctionWithParams<Clamp, UnaryOp::Clamp> {
   }
 };
 
+// Note [Clamp with tensor bounds]
+// y = min(max(x, lo), hi) element by element, lo and hi broadcasting with x (either may be
+// missing), so hi wins where lo > hi; a NaN in x, lo or hi gives NaN, as in PyTorch. The gradient
+// follows PyTorch's choice of who owns each element: x where lo <= x <= hi (ties go to x), lo
+// where x < lo and lo < hi, hi where x > hi or hi < lo. Where lo == hi and x lies outside,
+// nobody gets it, which is PyTorch 1.13's behaviour too (the fixtures check it).
+Tensor is_nan(const Tensor& t) { return ne(t, t); }
+Tensor both(const Tensor& mask_a, const Tensor& mask_b) { return mul(mask_a, mask_b); }
+Tensor either(const Tensor& mask_a, const Tensor& mask_b) { return maximum(mask_a, mask_b); }
+
+struct ClampTensors : Function<ClampTensors> {
+  static constexpr const char* name = "clamp";
+  struct State {
+    Operand x, min, max;
+    bool has_min, has_max;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& min, const Tensor& max) {
+    s.x = {x.shape(), x.dtype()};
+    s.has_min = min.defined();
+    s.has_max = max.defined();
+    c.save(x);
+    Tensor y = x;
+    if (s.has_min) {
+      s.min = {min.shape(), min.dtype()};
+      c.save(min);
+      y = where(either(lt(y, min), is_nan(min)), min, y);
+    }
+    if (s.has_max) {
+      s.max = {max.shape(), max.dtype()};
+      c.save(max);
+      y = where(either(gt(y, max), is_nan(max)), max, y);
+    }
+    return y;
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    const Tensor x = c.saved(0), lo = s.has_min ? c.saved(1) : Tensor();
+    const Tensor hi = s.has_max ? c.saved(s.has_min ? 2 : 1) : Tensor();
+    const Tensor zero = ops::wrap_scalar(0.0, g);
+    auto routed = [&](const Tensor& mask, const Operand& to) { return reduce_grad(where(mask, g, zero), to); };
+    Tensor gx, glo, ghi;
+    if (c.needs_input_grad(0)) {
+      Tensor inside = s.has_min ? ge(x, lo) : le(x, hi);
+      if (s.has_min && s.has_max) inside = both(inside, le(x, hi));
+      gx = routed(inside, s.x);
+    }
+    if (s.has_min && c.needs_input_grad(1)) {
+      Tensor below = lt(x, lo);
+      glo = routed(s.has_max ? both(below, lt(lo, hi)) : below, s.min);
+    }
+    if (s.has_max && c.needs_input_grad(2)) {
+      Tensor above = gt(x, hi);
+      ghi = routed(s.has_min ? either(above, lt(hi, lo)) : above, s.max);
+    }
+    return {gx, glo, ghi};
+  }
+};
+
 struct Where : Function<Where> {
   static constexpr const char* name = "where";
   using State = Operands;
@@ -321,6 +378,18 @@ Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
 Tensor clamp(const Tensor& x, double min, double max) {
   EMBER_CHECK(min <= max, "[clamp] min (", min, ") must not exceed max (", max, ")");
   return Clamp::apply(x, min, max);
+}
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  ops::check_defined(x, "clamp");
+  EMBER_CHECK(min.defined() || max.defined(), "[clamp] needs a min or a max tensor, both are undefined (input shape ",
+              shape_str(x.shape()), ")");
+  Shape shape = x.shape();
+  for (const Tensor* bound : {&min, &max}) {
+    if (!bound->defined()) continue;
+    ops::check_same_device(x, *bound, "clamp");
+    shape = broadcast_shapes(shape, bound->shape(), "clamp");
+  }
+  return ClampTensors::apply(x, min, max);
 }
 Tensor relu(const Tensor& x) { return Relu::apply(x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope); }

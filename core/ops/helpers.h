@@ -31,6 +31,20 @@ inline bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+// A tensor seen as [outer, k, inner] around dim d, the layout of the kernels that work along one
+// dim (index_select, gather, sort, cumsum).
+struct Split3 {
+  int64_t outer = 1, k = 1, inner = 1;
+};
+inline Split3 split_at(const Shape& shape, int64_t d) {
+  Split3 s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    const int64_t n = shape[static_cast<size_t>(i)];
+    (i < d ? s.outer : i == d ? s.k : s.inner) *= n;
+  }
+  return s;
+}
+
 inline Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   return empty(shape, TensorOptions(dtype).with_device(device));
 }

@@ -11,21 +11,10 @@ using autograd::Ctx;
 using autograd::Function;
 using autograd::Grads;
 
+using ops::split_at;
+using ops::Split3;
+
 namespace {
-
-struct Split3 {
-  int64_t outer = 1, k = 1, inner = 1;
-};
-
-// x seen as [outer, k, inner] around dim d.
-Split3 split_at(const Shape& shape, int64_t d) {
-  Split3 s;
-  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
-    int64_t n = shape[static_cast<size_t>(i)];
-    (i < d ? s.outer : i == d ? s.k : s.inner) *= n;
-  }
-  return s;
-}
 
 // The State of index_select and gather: backward scatters into zeros of the input's shape along dim.
 struct IndexedInput {
