@@ -130,7 +130,7 @@ def run_torch(torch, export_dir, threads):
 
     torch.set_num_threads(threads)
     # torch 1.13's SequentialLR calls the next scheduler's step(0) at a milestone, and warns about it.
-    warnings.filterwarnings("ignore", message="The epoch parameter in `scheduler.step()`")
+    warnings.filterwarnings("ignore", message="The epoch parameter in")
     init, meta = read_safetensors(os.path.join(export_dir, "init.safetensors"))
     data, _ = read_safetensors(os.path.join(export_dir, "batches.safetensors"))
     cfg = {k: (float(v) if k in ("dropout", "lr", "weight_decay") else int(v)) for k, v in meta.items()}
