@@ -656,13 +656,19 @@ TEST(Cuda, EmptySlotIsAClearError) {
 
 namespace {
 
-// Empty when the large tests may run; otherwise why not.
-std::string large_test_skip_reason() {
-  if (!ember::cuda::is_available()) return "no CUDA device";
-  const char* flag = std::getenv("EMBER_LARGE_TESTS");
-  if (flag == nullptr || std::string(flag) != "1") return "a large-size test: set EMBER_LARGE_TESTS=1 to run it";
-  return "";
-}
+// Skips unless the large tests may run; frees what earlier tests left in the device's cache, so
+// the tests' gigabytes do not add up.
+class CudaLarge : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    const char* flag = std::getenv("EMBER_LARGE_TESTS");
+    if (flag == nullptr || std::string(flag) != "1") {
+      GTEST_SKIP() << "a large-size test: set EMBER_LARGE_TESTS=1 to run it";
+    }
+    memory::empty_cache(kCUDA);
+  }
+};
 
 // max |got - want| / (1 + |want|) over the elements (got on the GPU, want on the CPU; infinite
 // where one is NaN and the other not): one number instead of millions of failure lines.
@@ -687,8 +693,7 @@ const TensorOptions kOnGpu = TensorOptions(kFloat32).with_device(kCUDA);
 
 }  // namespace
 
-TEST(CudaLarge, PastTwoTo31Elements) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, PastTwoTo31Elements) {
   const int64_t n = (int64_t{1} << 31) + 1001;
   const Tensor a = full({n}, 3.0, TensorOptions(kUInt8).with_device(kCUDA));
   const Tensor b = a + a;
@@ -705,8 +710,7 @@ TEST(CudaLarge, PastTwoTo31Elements) {
   EXPECT_NEAR(sum(x).item(), want, 1e-5 * want);  // a float32 sum: rounded, so not exact
 }
 
-TEST(CudaLarge, SoftmaxAndCrossEntropyOver70000Rows) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, SoftmaxAndCrossEntropyOver70000Rows) {
   // More rows than a grid dimension has blocks (65535).
   const Tensor x = randn({70000, 37}) * 5.0, gx = x.to(kCUDA);
   EXPECT_LE(max_error(softmax(gx, 1), softmax(x, 1)), 1e-6);
@@ -722,8 +726,7 @@ TEST(CudaLarge, SoftmaxAndCrossEntropyOver70000Rows) {
   EXPECT_LE(max_error(glogits.grad(), logits.grad()), 1e-6);
 }
 
-TEST(CudaLarge, SumAndArgmaxOf3e8Elements) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, SumAndArgmaxOf3e8Elements) {
   const int64_t n = 300'000'000, peak = n - 12345;
   const Tensor gx = rand({n}, kOnGpu);  // in [0, 1): the 2 below is the one maximum
   gx.narrow(0, peak, 1).fill_(2.0);
@@ -740,8 +743,7 @@ TEST(CudaLarge, SumAndArgmaxOf3e8Elements) {
   EXPECT_EQ(row_peaks[2], static_cast<double>(peak - 2 * (n / 3)));
 }
 
-TEST(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
   // N * H * W = 256 * 256 * 256 = 2^24 values per channel.
   const Tensor x = (randn({256, 3, 256, 256}, kOnGpu) * 3.0 + 1.0).to(kCPU);
   const std::vector<Tensor> cpu = leaves_on({x, randn({3}), randn({3})}, kCPU);
@@ -762,8 +764,7 @@ TEST(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
   }
 }
 
-TEST(CudaLarge, Im2colPast2To32ColumnElements) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, Im2colPast2To32ColumnElements) {
   // Columns [512, 64 * 3 * 3, 128 * 128]: 4.8e9 elements (19 GB), the last samples' entries past
   // 2^32. The output gradient is zero except for samples 0 and 511, so the CPU reference needs
   // only those two samples: the weight gradient comes from them alone.
@@ -784,8 +785,7 @@ TEST(CudaLarge, Im2colPast2To32ColumnElements) {
   EXPECT_EQ(max(abs(gx.grad().narrow(0, 1, n - 2))).item(), 0.0);  // no gradient where none flowed
 }
 
-TEST(CudaLarge, IndexAddWithRepeatedIndices) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, IndexAddWithRepeatedIndices) {
   // The adjoints of index_select (index_add) and gather (scatter_add), each destination hit
   // hundreds of times. Integer values in float64 add up exactly in any order; the float32 run
   // checks the same sums with random values.
@@ -814,8 +814,7 @@ TEST(CudaLarge, IndexAddWithRepeatedIndices) {
   }
 }
 
-TEST(CudaLarge, AllocatorReusesBlocksWithKernelsQueued) {
-  if (const std::string why = large_test_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+TEST_F(CudaLarge, AllocatorReusesBlocksWithKernelsQueued) {
   // Blocks freed while kernels that read them are still queued, then handed out again and
   // overwritten: on one stream the new writes run after the old reads (Note [One stream per
   // device]), so the sums below see only the old values.
