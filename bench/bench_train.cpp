@@ -1,4 +1,4 @@
-// bench_train: one training step of the example programs' models (examples/models.h), float32
+// bench_train: one training step of the example programs' models (bench/train_cases.h), float32
 // on the CPU, as examples::fit runs it. bench/compare_training.py times the same cases in
 // PyTorch, so keep the names stable:
 //
@@ -27,82 +27,25 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
-#include <functional>
-#include <iostream>
-#include <memory>
-#include <stdexcept>
 #include <string>
 
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "examples/models.h"
-#include "optim/sgd.h"
 #include "bench/bench_common.h"
+#include "bench/train_cases.h"
 
 namespace {
 
 using ember::Tensor;
-namespace examples = ember::examples;
-namespace optim = ember::optim;
-
-constexpr int64_t kBatch = 128, kClasses = 10;
-
-// A model with its optimizer's hyper-parameters, as the example programs set them by default.
-struct ModelCase {
-  std::string name;
-  std::function<std::unique_ptr<ember::nn::Module>()> make;
-  optim::SGDOptions sgd;
-};
-
-const ModelCase kModels[] = {
-    {"mlp", [] { return std::make_unique<examples::MLP>(0.2); }, optim::SGDOptions(0.05).momentum(0.9)},
-    {"resnet20", [] { return std::make_unique<examples::ResNet20>(); },
-     optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4)},
-};
-
-// Everything one case needs, built before timing.
-struct Setup {
-  std::unique_ptr<ember::nn::Module> model;
-  std::unique_ptr<optim::SGD> optimizer;
-  Tensor x, y;
-
-  explicit Setup(const ModelCase& m) {
-    ember::manual_seed(0);
-    model = m.make();
-    model->train();
-    optimizer = std::make_unique<optim::SGD>(model->parameters(), m.sgd);
-    x = ember::randn({kBatch, 1, 28, 28});
-    y = ember::randint(0, kClasses, {kBatch});
-  }
-
-  // examples::fit's step, less its bookkeeping; returns the loss.
-  Tensor train_step() {
-    Tensor logits = (*model)(x);
-    Tensor loss = ember::cross_entropy(logits, y);
-    optimizer->zero_grad();
-    loss.backward();
-    optimizer->step();
-    return loss;
-  }
-};
-
-void check_step(const std::string& name, Setup& s) {
-  const double loss = s.train_step().item();
-  if (!std::isfinite(loss)) throw std::runtime_error(name + ": the loss of the first step is not finite");
-  for (const Tensor& p : s.model->parameters())
-    if (!p.grad().defined() || p.grad().shape() != p.shape())
-      throw std::runtime_error(name + ": a parameter of shape " + ember::shape_str(p.shape()) +
-                               " has no gradient of its shape after backward");
-}
+using ember::bench::check_step;
+using ember::bench::kBatch;
+using ember::bench::kModels;
+using ember::bench::ModelCase;
+using ember::bench::Setup;
 
 void train_step_case(benchmark::State& state, const ModelCase& m) {
   const std::string name = "train_step/" + m.name;
   try {
-    Setup s(m);
+    Setup s(m, ember::kCPU);
     check_step(name, s);
     const Tensor loss = ember::bench::time_steps(state, [&s] { return s.train_step(); });
     state.counters["final_loss"] = loss.defined() ? loss.item() : NAN;
@@ -115,7 +58,7 @@ void train_step_case(benchmark::State& state, const ModelCase& m) {
 
 void forward_case(benchmark::State& state, const ModelCase& m) {
   try {
-    Setup s(m);
+    Setup s(m, ember::kCPU);
     ember::bench::time_steps(state, [&s] { return (*s.model)(s.x); });
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());

@@ -6,6 +6,22 @@
 // thread of a kernel computes its own numbers independently, and a stream can be replayed from
 // any (seed, offset) — which is what activation checkpointing needs to redraw Dropout masks.
 // This header is plain C++ so the CPU and CUDA kernels share it and produce identical numbers.
+//
+// Note [ember's streams are cuRAND's]
+// ember's stream (seed, offset) is, by definition, cuRAND's PHILOX4_32_10 stream of that seed:
+// element i of a draw is 32-bit word i % 4 of the block at 128-bit counter offset + i / 4
+// (low 64 bits; the high 64 bits, cuRAND's "subsequence", are 0) under the 64-bit key seed
+// (low word first). In cuRAND's terms:
+//   - device API: curand_init(seed, /*subsequence=*/0, /*offset=*/4 * (offset + i / 4), &state),
+//     then curand4(&state) returns the block; cuRAND's offset counts 32-bit words.
+//   - host generator (curandCreateGeneratorHost, CURAND_RNG_PSEUDO_PHILOX4_32_10, seeded with
+//     `seed`, default ordering): its output interleaves 65536 subsequences block by block, so
+//     ember's block at counter c is its output words 4 * 65536 * c .. + 3 (its offset, too,
+//     counts words of that interleaved output).
+// tests/test_curand_pin.cpp checks both on the CPU against libcurand, and cuda/random.cu draws
+// its words through the device API. Only the conversion of words to numbers is ember's own
+// (to_unit, box_muller below), so a CPU and a CUDA tensor drawn from the same state hold the
+// same uniforms bit for bit.
 #include <cmath>
 #include <cstdint>
 
@@ -46,15 +62,19 @@ EMBER_HOST_DEVICE double uniform(uint64_t seed, uint64_t offset, uint64_t i) {
   return to_unit(generate(seed, offset + i / 4).v[i % 4]);
 }
 
+// Box-Muller on two words: the radius from `radius_word`, the angle from `angle_word`; the cosine
+// branch for even lanes, the sine branch for odd ones. 1 - to_unit is in (0, 1]: log is finite.
+EMBER_HOST_DEVICE double box_muller(uint32_t radius_word, uint32_t angle_word, bool sine) {
+  double r = ::sqrt(-2.0 * ::log(1.0 - to_unit(radius_word)));
+  double angle = 6.283185307179586 * to_unit(angle_word);
+  return sine ? r * ::sin(angle) : r * ::cos(angle);
+}
+
 // Element i of a draw of standard normals: Box-Muller on the pair of words of i's half block.
 EMBER_HOST_DEVICE double normal(uint64_t seed, uint64_t offset, uint64_t i) {
   Block b = generate(seed, offset + i / 4);
   uint32_t lane = static_cast<uint32_t>(i % 4), pair = lane & 2u;
-  double u1 = 1.0 - to_unit(b.v[pair]);  // (0, 1]: log is finite
-  double u2 = to_unit(b.v[pair + 1]);
-  double r = ::sqrt(-2.0 * ::log(u1));
-  double angle = 6.283185307179586 * u2;
-  return (lane & 1u) ? r * ::sin(angle) : r * ::cos(angle);
+  return box_muller(b.v[pair], b.v[pair + 1], (lane & 1u) != 0);
 }
 
 }  // namespace ember::philox

@@ -3,7 +3,9 @@
 // that a machine without a GPU gets clear errors instead of crashes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iterator>
 #include <string>
@@ -561,23 +563,41 @@ TEST(Cuda, EmbeddingMatchesCpuBitwise) {
 
 TEST(Cuda, RandomNumbersEqualCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Sizes that end inside a block of four (each CUDA thread writes one block, Note [One thread
+  // per Philox block]), a draw that starts at a non-zero offset, and a grid of many blocks.
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (int64_t n : {1, 3, 1001, 100003}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " n=" << n);
+      manual_seed(1234);
+      const Tensor u = rand({n}, dtype), z = randn({n}, dtype), later = rand({n}, dtype) * 2.0 - 1.0;
+      manual_seed(1234);
+      const TensorOptions on_gpu = TensorOptions(dtype).with_device(kCUDA);
+      const Tensor gu = rand({n}, on_gpu), gz = randn({n}, on_gpu), glater = rand({n}, on_gpu) * 2.0 - 1.0;
+      expect_matches(gu, u);  // uniforms: bit for bit
+      expect_matches(glater, later);
+      // Normals: float32 takes float Box-Muller on the GPU, float64 double Box-Muller, whose last
+      // bits may differ from the CPU's libm (Note [Bit-identical random numbers] in cuda/random.cu).
+      expect_matches(gz, z, dtype == kFloat32 ? 4e-6 : 1e-12);
+      EXPECT_EQ(default_generator(kCUDA).state(), default_generator(kCPU).state());
+    }
+  }
+  // uniform(a, b) and normal(mean, std) go through the same affine map on both devices.
+  manual_seed(99);
+  const Tensor u = rand({257}, kFloat64) * 3.0 + 5.0;
+  manual_seed(99);
+  expect_matches(rand({257}, TensorOptions(kFloat64).with_device(kCUDA)) * 3.0 + 5.0, u);
+}
+
+TEST(Cuda, DropoutMasksEqualCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Dropout compares uniforms with p, so the kept elements are the same on both devices.
   for (DType dtype : {kFloat32, kFloat64}) {
     SCOPED_TRACE(dtype_name(dtype));
-    manual_seed(1234);
-    Tensor u = rand({1001}, dtype), z = randn({37, 11}, dtype);
-    manual_seed(1234);
-    Tensor gu = rand({1001}, TensorOptions(dtype).with_device(kCUDA)),
-           gz = randn({37, 11}, TensorOptions(dtype).with_device(kCUDA));
-    expect_matches(gu, u);  // uniforms: bit for bit
-    // Normals go through log/sin/cos, whose last double bit may differ from the CPU's libm.
-    const std::vector<double> got = gz.to_vector<double>(), want = z.to_vector<double>();
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (dtype == kFloat32) {
-        EXPECT_FLOAT_EQ(static_cast<float>(got[i]), static_cast<float>(want[i])) << "element " << i;
-      } else {
-        EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::fabs(want[i]))) << "element " << i;
-      }
-    }
+    const Tensor x = randn({37, 129}).to(dtype);
+    manual_seed(5);
+    const Tensor y = dropout(x, 0.3, true);
+    manual_seed(5);
+    expect_matches(dropout(x.to(kCUDA), 0.3, true), y);
   }
 }
 
@@ -623,4 +643,196 @@ TEST(Cuda, EmptySlotIsAClearError) {
   const kernels::Kernel<kernels::FillFn> probe{"probe"};
   const std::string message = error_of([&] { probe[kCUDA]; });
   EXPECT_NE(message.find("[probe] has no CUDA kernel"), std::string::npos) << message;
+}
+
+// --- large sizes: skipped unless EMBER_LARGE_TESTS=1 (scripts/gpu-check sets it on a GPU) ---
+//
+// Note [Large-size CUDA tests]
+// Index arithmetic that overflows 32 bits, grids past their limits and reductions over hundreds
+// of millions of elements fail only at sizes that take gigabytes of device memory and seconds of
+// CPU time for the reference, so these tests run only when asked for (up to ~45 GB of device
+// memory: an H100/H200-class GPU). Each compares with the CPU on the tensors themselves or, where
+// a CPU reference of the whole would be slow, on slices that sit past the 32-bit boundaries.
+
+namespace {
+
+// Skips unless the large tests may run; frees what earlier tests left in the device's cache, so
+// the tests' gigabytes do not add up.
+class CudaLarge : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    const char* flag = std::getenv("EMBER_LARGE_TESTS");
+    if (flag == nullptr || std::string(flag) != "1") {
+      GTEST_SKIP() << "a large-size test: set EMBER_LARGE_TESTS=1 to run it";
+    }
+    memory::empty_cache(kCUDA);
+  }
+};
+
+// max |got - want| / (1 + |want|) over the elements (got on the GPU, want on the CPU; infinite
+// where one is NaN and the other not): one number instead of millions of failure lines.
+double max_error(const Tensor& got_cuda, const Tensor& want_cpu) {
+  EXPECT_TRUE(got_cuda.device().is_cuda());
+  EXPECT_EQ(got_cuda.shape(), want_cpu.shape());
+  const std::vector<double> got = got_cuda.to(kCPU).to_vector<double>(), want = want_cpu.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) {
+      if (std::isnan(got[i]) != std::isnan(want[i])) return INFINITY;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])));
+  }
+  return worst;
+}
+
+std::vector<double> values_of(const Tensor& t) { return t.to(kCPU).to_vector<double>(); }
+
+const TensorOptions kOnGpu = TensorOptions(kFloat32).with_device(kCUDA);
+
+}  // namespace
+
+TEST_F(CudaLarge, PastTwoTo31Elements) {
+  const int64_t n = (int64_t{1} << 31) + 1001;
+  const Tensor a = full({n}, 3.0, TensorOptions(kUInt8).with_device(kCUDA));
+  const Tensor b = a + a;
+  EXPECT_EQ(values_of(b.narrow(0, (int64_t{1} << 31) - 2, 4)), std::vector<double>(4, 6.0));  // across 2^31
+  EXPECT_EQ(values_of(b.narrow(0, n - 3, 3)), std::vector<double>(3, 6.0));
+  EXPECT_EQ(sum(b).item(), 6.0 * static_cast<double>(n));  // int64 sum: exact
+  const Tensor x = full({n}, 0.5, kOnGpu) * 4.0;
+  EXPECT_EQ(max(x).item(), 2.0);
+  EXPECT_EQ(min(x).item(), 2.0);
+  // A strided view whose offsets pass 2^31: every other element of x, written in place.
+  x.slice(0, 1, n, 2).fill_(-1.0);
+  EXPECT_EQ(values_of(x.narrow(0, n - 4, 4)), (std::vector<double>{-1.0, 2.0, -1.0, 2.0}));  // n - 4 is odd
+  const double want = 2.0 * static_cast<double>((n + 1) / 2) - static_cast<double>(n / 2);
+  EXPECT_NEAR(sum(x).item(), want, 1e-5 * want);  // a float32 sum: rounded, so not exact
+}
+
+TEST_F(CudaLarge, SoftmaxAndCrossEntropyOver70000Rows) {
+  // More rows than a grid dimension has blocks (65535).
+  const Tensor x = randn({70000, 37}) * 5.0, gx = x.to(kCUDA);
+  EXPECT_LE(max_error(softmax(gx, 1), softmax(x, 1)), 1e-6);
+  EXPECT_LE(max_error(log_softmax(gx, 1), log_softmax(x, 1)), 1e-5);
+  const Tensor columns = randn({37, 70000});
+  EXPECT_LE(max_error(softmax(columns.to(kCUDA), 0), softmax(columns, 0)), 1e-6);
+  const Tensor target = randint(0, 37, {70000});
+  const Tensor logits = x.detach().requires_grad_(), glogits = gx.detach().requires_grad_();
+  const Tensor loss = cross_entropy(logits, target), gloss = cross_entropy(glogits, target.to(kCUDA));
+  EXPECT_LE(max_error(gloss, loss), 1e-5);
+  loss.backward();
+  gloss.backward();
+  EXPECT_LE(max_error(glogits.grad(), logits.grad()), 1e-6);
+}
+
+TEST_F(CudaLarge, SumAndArgmaxOf3e8Elements) {
+  const int64_t n = 300'000'000, peak = n - 12345;
+  const Tensor gx = rand({n}, kOnGpu);  // in [0, 1): the 2 below is the one maximum
+  gx.narrow(0, peak, 1).fill_(2.0);
+  const Tensor x = gx.to(kCPU);
+  const double want = sum(x).item();
+  EXPECT_NEAR(sum(gx).item(), want, 1e-5 * want);
+  EXPECT_EQ(argmax(gx, 0).item(), static_cast<double>(peak));
+  EXPECT_EQ(max(gx).item(), 2.0);
+  // Rows of 1e8: a few long reductions at once.
+  const Tensor rows = gx.view({3, n / 3});
+  EXPECT_LE(max_error(sum(rows, {1}), sum(x.view({3, n / 3}), {1})), 1e-5);
+  const std::vector<double> row_peaks = values_of(argmax(rows, 1));
+  EXPECT_EQ(row_peaks, values_of(argmax(x.view({3, n / 3}), 1)));
+  EXPECT_EQ(row_peaks[2], static_cast<double>(peak - 2 * (n / 3)));
+}
+
+TEST_F(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
+  // N * H * W = 256 * 256 * 256 = 2^24 values per channel.
+  const Tensor x = (randn({256, 3, 256, 256}, kOnGpu) * 3.0 + 1.0).to(kCPU);
+  const std::vector<Tensor> cpu = leaves_on({x, randn({3}), randn({3})}, kCPU);
+  const std::vector<Tensor> gpu = leaves_on({cpu[0], cpu[1], cpu[2]}, kCUDA);
+  const Tensor running_mean = zeros({3}), running_var = ones({3});
+  const Tensor grunning_mean = running_mean.to(kCUDA), grunning_var = running_var.to(kCUDA);
+  const Tensor y = batch_norm(cpu[0], running_mean, running_var, cpu[1], cpu[2], true);
+  const Tensor gy = batch_norm(gpu[0], grunning_mean, grunning_var, gpu[1], gpu[2], true);
+  EXPECT_LE(max_error(gy, y), 1e-4);
+  EXPECT_LE(max_error(grunning_mean, running_mean), 1e-5);
+  EXPECT_LE(max_error(grunning_var, running_var), 1e-5);
+  const Tensor r = randn(y.shape(), kOnGpu).to(kCPU);
+  sum(y * r).backward();
+  sum(gy * r.to(kCUDA)).backward();
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(testing::Message() << "gradient of input " << i);
+    EXPECT_LE(max_error(gpu[i].grad(), cpu[i].grad()), 1e-4);
+  }
+}
+
+TEST_F(CudaLarge, Im2colPast2To32ColumnElements) {
+  // Columns [512, 64 * 3 * 3, 128 * 128]: 4.8e9 elements (19 GB), the last samples' entries past
+  // 2^32. The output gradient is zero except for samples 0 and 511, so the CPU reference needs
+  // only those two samples: the weight gradient comes from them alone.
+  const int64_t n = 512, last = n - 1;
+  const Tensor gx = randn({n, 64, 128, 128}, kOnGpu).requires_grad_();
+  const Tensor gw = (randn({2, 64, 3, 3}, kOnGpu) * 0.1).requires_grad_();
+  const Tensor gy = conv2d(gx, gw, Tensor(), {1, 1}, {1, 1});
+  const Tensor r_first = randn({1, 2, 128, 128}, kOnGpu), r_last = randn({1, 2, 128, 128}, kOnGpu);
+  sum(gy * cat({r_first, zeros({n - 2, 2, 128, 128}, kOnGpu), r_last}, 0)).backward();
+
+  const Tensor x = cat({gx.detach().narrow(0, 0, 1), gx.detach().narrow(0, last, 1)}, 0).to(kCPU).requires_grad_();
+  const Tensor w = gw.detach().to(kCPU).requires_grad_();
+  const Tensor y = conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+  sum(y * cat({r_first, r_last}, 0).to(kCPU)).backward();
+  EXPECT_LE(max_error(cat({gy.detach().narrow(0, 0, 1), gy.detach().narrow(0, last, 1)}, 0), y.detach()), 1e-4);
+  EXPECT_LE(max_error(cat({gx.grad().narrow(0, 0, 1), gx.grad().narrow(0, last, 1)}, 0), x.grad()), 1e-4);
+  EXPECT_LE(max_error(gw.grad(), w.grad()), 1e-4);
+  EXPECT_EQ(max(abs(gx.grad().narrow(0, 1, n - 2))).item(), 0.0);  // no gradient where none flowed
+}
+
+TEST_F(CudaLarge, IndexAddWithRepeatedIndices) {
+  // The adjoints of index_select (index_add) and gather (scatter_add), each destination hit
+  // hundreds of times. Integer values in float64 add up exactly in any order; the float32 run
+  // checks the same sums with random values.
+  const Tensor rows = randint(0, 500, {100000});
+  const Tensor same_row = full({20000}, 7.0, kInt64);
+  const Tensor picks = randint(0, 500, {64, 20000});
+  for (DType dtype : {kFloat64, kFloat32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const bool exact = dtype == kFloat64;
+    auto values = [&](const Shape& shape) {
+      return exact ? randint(-3, 4, shape).to(dtype) : randn(shape).to(dtype);
+    };
+    auto compare = [&](const TensorFn& fn, const Tensor& input) {
+      const std::vector<Tensor> cpu = leaves_on({input}, kCPU), gpu = leaves_on({input}, kCUDA);
+      const Tensor out = fn(cpu), gout = fn(gpu);
+      const Tensor r = values(out.shape());
+      sum(out * r).backward();
+      sum(gout * r.to(kCUDA)).backward();
+      EXPECT_LE(max_error(gpu[0].grad(), cpu[0].grad()), exact ? 0.0 : 1e-5);
+    };
+    compare([&](const std::vector<Tensor>& v) { return index_select(v[0], 0, rows.to(v[0].device())); },
+            values({500, 16}));
+    compare([&](const std::vector<Tensor>& v) { return index_select(v[0], 1, same_row.to(v[0].device())); },
+            values({3, 10, 5}));
+    compare([&](const std::vector<Tensor>& v) { return gather(v[0], 1, picks.to(v[0].device())); }, values({64, 500}));
+  }
+}
+
+TEST_F(CudaLarge, AllocatorReusesBlocksWithKernelsQueued) {
+  // Blocks freed while kernels that read them are still queued, then handed out again and
+  // overwritten: on one stream the new writes run after the old reads (Note [One stream per
+  // device]), so the sums below see only the old values.
+  const int64_t n = int64_t{1} << 26;
+  const Tensor big = randn({8192, 8192}, kOnGpu);
+  const Tensor slow = matmul(big, big);  // tens of milliseconds of work ahead of everything below
+  Tensor acc = zeros({n}, kOnGpu);
+  {
+    const Tensor ones_block = full({n}, 1.0, kOnGpu);
+    for (int i = 0; i < 50; ++i) acc = acc + ones_block;  // each step frees the previous acc
+  }
+  const MemoryStats before = memory::stats(kCUDA);
+  const Tensor overwrite = full({n}, 100.0, kOnGpu);  // takes a cached block, likely ones_block's
+  const Tensor another = full({n}, -7.0, kOnGpu);
+  EXPECT_GE(memory::stats(kCUDA).cache_hits, before.cache_hits + 2);
+  EXPECT_EQ(min(acc).item(), 50.0);
+  EXPECT_EQ(max(acc).item(), 50.0);
+  EXPECT_EQ(min(overwrite).item(), 100.0);
+  EXPECT_EQ(max(another).item(), -7.0);
+  EXPECT_TRUE(std::isfinite(sum(slow).item()));
 }
