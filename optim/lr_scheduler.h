@@ -20,7 +20,8 @@
 // Chaining: SequentialLR(opt, {warmup, cosine}, {warmup_steps}) runs `warmup` for epochs
 // [0, warmup_steps) and then `cosine` from its own epoch 0, as torch.optim.lr_scheduler.SequentialLR.
 // Every part is evaluated with the base lrs of the first one: the later parts were built after
-// the first had already lowered the lr, so their own base lrs are not the optimizer's.
+// the first had already lowered the lr, so their own base lrs are not the optimizer's. Only the
+// parts' lrs are chained: a OneCycleLR inside a SequentialLR does not cycle momentum.
 #include <cstdint>
 #include <functional>
 #include <memory>
