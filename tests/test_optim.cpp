@@ -746,6 +746,13 @@ TEST(OptimErrors, RMSpropAndAdagradOptions) {
   expect_error([&] { adagrad(optim::AdagradOptions().initial_accumulator_value(-0.5)); },
                "[Adagrad] invalid initial_accumulator_value -0.5");
   expect_error([&] { adagrad(optim::AdagradOptions().eps(inf)); }, "[Adagrad] invalid eps inf");
+  optim::SGD sgd({param({2})}, optim::SGDOptions(0.1).momentum(0.5));
+  expect_error([&] { (void)sgd.group_hyper_param(0, "beta1"); }, "[SGD] has no hyper-parameter 'beta1'");
+  expect_error([&] { sgd.set_group_hyper_param(0, "momentum", -1.0); }, "[SGD] invalid momentum -1");
+  sgd.set_group_hyper_param(0, "momentum", 0.7);
+  EXPECT_EQ(sgd.options(0).momentum_, 0.7);
+  EXPECT_TRUE(sgd.has_hyper_param("dampening"));
+  EXPECT_FALSE(sgd.has_hyper_param("alpha"));
   EXPECT_EQ(optim::RMSpropOptions().lr_, 1e-2);  // torch's defaults
   EXPECT_EQ(optim::AdagradOptions().eps_, 1e-10);
 }
