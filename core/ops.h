@@ -134,7 +134,32 @@ enum class Reduction { None, Mean, Sum };
 // that are not ignore_index (as PyTorch).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
                      int64_t ignore_index = -100, double label_smoothing = 0.0);
+// input [N, C] or [N, C, d1, ...] of log-probabilities, target int64 class indices [N] or
+// [N, d1, ...]: loss = -weight[t] * input[n, t] (weight: [C] or undefined for all ones). Mean
+// divides by the summed weights of the targets that are not ignore_index (PyTorch's weighted
+// mean); ignored targets contribute 0.
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                int64_t ignore_index = -100, const Tensor& weight = Tensor());
+// The losses below compare input and target of one shape, elementwise; mean divides by numel.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// d = |input - target|: 0.5 d^2 / beta below beta, d - 0.5 beta above (beta >= 0; beta = 0 is l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+// d = |input - target|: 0.5 d^2 below delta, delta * (d - 0.5 delta) above (delta > 0); smooth_l1 * delta.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
+// Probabilities input in [0, 1] (checked on the host, as PyTorch's CPU kernel does):
+// loss = -weight * (t log(x) + (1 - t) log(1 - x)), each log clamped at -100 so that x = 0 or 1
+// gives a finite loss. weight broadcasts to input's shape (or is undefined).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                            const Tensor& weight = Tensor());
+// binary_cross_entropy(sigmoid(input), target) computed from the logits, stable for any |x|:
+// loss = weight * ((1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)). pos_weight (the weight of
+// the positive term, e.g. [C] broadcast over the last, class, dim) and weight broadcast to input.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::Mean, const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor());
 
 // --- indexing and joining (core/ops/index.cpp) ---
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

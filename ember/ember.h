@@ -25,10 +25,13 @@
 #include "nn/nn.h"
 
 // Optimizers, learning-rate schedulers, gradient clipping.
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/reduce_lr_on_plateau.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
 // Activation checkpointing, its planner and the memory timeline.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/ops.h"
+#include "optim/state.h"
 
 namespace ember::optim {
 
@@ -22,13 +23,6 @@ std::vector<StateSpec> adam_state_specs() {
           {"max_exp_avg_sq", StateKind::LikeParam}};
 }
 
-namespace {
-Tensor& zeros_once(Tensor& slot, const Tensor& like) {
-  if (!slot.defined()) slot = zeros_like(like);
-  return slot;
-}
-}  // namespace
-
 // Note [Adam update]
 // With gradient g of parameter p at step t (counted per parameter: one skipped while its grad
 // was undefined does not advance), as torch.optim.Adam and torch.optim.AdamW compute it:
@@ -44,10 +38,7 @@ Tensor& zeros_once(Tensor& slot, const Tensor& like) {
 // every weight by the same factor, which is why AdamW is the usual choice for transformers.
 void adam_update(const Tensor& p, const Tensor& grad, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
                  WeightDecayMode mode) {
-  Tensor& count = state["step"];
-  if (!count.defined()) count = scalar_tensor(0.0, kInt64);
-  const auto t = static_cast<double>(count.item<int64_t>() + 1);
-  count.fill_(t);
+  const auto t = static_cast<double>(count_step(state));
 
   Tensor g = grad;
   if (o.weight_decay_ != 0.0) {

@@ -34,4 +34,12 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return total;
 }
 
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  EMBER_CHECK(std::isfinite(clip_value) && clip_value >= 0.0,
+              "[clip_grad_value_] clip_value must be finite and >= 0, got ", clip_value);
+  NoGradGuard no_grad;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) p.grad().copy_(clamp(p.grad(), -clip_value, clip_value));
+}
+
 }  // namespace ember::optim

@@ -14,4 +14,9 @@ namespace ember::optim {
 // on the first gradient's device (0 when there is no gradient), so no device sync is needed.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
+// Clamps every element of the gradients of `params` in place to [-clip_value, clip_value], as
+// torch.nn.utils.clip_grad_value_ (clip_value finite and >= 0). Parameters without a gradient
+// are skipped. Unlike clip_grad_norm_ it changes the gradient's direction.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
 }  // namespace ember::optim

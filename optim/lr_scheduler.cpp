@@ -19,10 +19,7 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : LRScheduler(optimizer, current_
 LRScheduler::LRScheduler(Optimizer& optimizer, std::vector<double> base_lrs)
     : optimizer_(optimizer), base_lrs_(std::move(base_lrs)) {}
 
-void LRScheduler::step() {
-  ++epoch_;
-  apply();
-}
+void LRScheduler::step() { apply(epoch_ + 1, base_lrs_); }
 
 StateDict LRScheduler::state_dict() const {
   return {{"last_epoch", scalar_tensor(static_cast<double>(epoch_), kInt64)},
@@ -50,17 +47,17 @@ void LRScheduler::load_state_dict(const StateDict& state) {
   std::vector<double> base_lrs = base.to_vector<double>();
   for (double lr : base_lrs)
     EMBER_CHECK(std::isfinite(lr) && lr >= 0.0, "[LRScheduler] load_state_dict: invalid base lr ", lr);
-  base_lrs_ = std::move(base_lrs);
-  epoch_ = last_epoch;
-  apply();
+  apply(last_epoch, std::move(base_lrs));
 }
 
-void LRScheduler::apply() {
-  last_lr_.clear();
-  for (size_t g = 0; g < base_lrs_.size(); ++g) {
-    last_lr_.push_back(lr_at(epoch_, base_lrs_[g]));
-    optimizer_.set_group_lr(g, last_lr_.back());
-  }
+void LRScheduler::apply(int64_t epoch, std::vector<double> base_lrs) {
+  std::vector<double> lrs;
+  for (double base_lr : base_lrs) lrs.push_back(lr_at(epoch, base_lr));
+  for (size_t g = 0; g < lrs.size(); ++g) optimizer_.set_group_lr(g, lrs[g]);
+  apply_extras(epoch);
+  last_lr_ = std::move(lrs);
+  base_lrs_ = std::move(base_lrs);
+  epoch_ = epoch;
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
@@ -98,6 +95,141 @@ LinearWarmup::LinearWarmup(Optimizer& optimizer, int64_t warmup_steps, double st
 double LinearWarmup::lr_at(int64_t epoch, double base_lr) const {
   const double done = static_cast<double>(std::min(epoch, warmup_steps_)) / static_cast<double>(warmup_steps_);
   return base_lr * (start_factor_ + (1.0 - start_factor_) * done);
+}
+
+namespace {
+std::vector<int64_t> sorted_milestones(std::vector<int64_t> milestones) {
+  for (int64_t m : milestones) EMBER_CHECK(m >= 0, "[MultiStepLR] milestones must be >= 0, got ", m);
+  std::sort(milestones.begin(), milestones.end());
+  return milestones;
+}
+}  // namespace
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(sorted_milestones(std::move(milestones))), gamma_(gamma) {
+  EMBER_CHECK(std::isfinite(gamma) && gamma >= 0.0, "[MultiStepLR] gamma must be finite and >= 0, got ", gamma);
+  start();
+}
+
+double MultiStepLR::lr_at(int64_t epoch, double base_lr) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
+  return base_lr * std::pow(gamma_, static_cast<double>(passed));
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda)
+    : LRScheduler(optimizer), lr_lambda_(std::move(lr_lambda)) {
+  EMBER_CHECK(static_cast<bool>(lr_lambda_), "[LambdaLR] lr_lambda is empty");
+  start();
+}
+
+double LambdaLR::lr_at(int64_t epoch, double base_lr) const {
+  const double factor = lr_lambda_(epoch);
+  EMBER_CHECK(std::isfinite(factor) && factor >= 0.0, "[LambdaLR] lr_lambda(", epoch, ") returned ", factor,
+              " (expected a finite factor >= 0)");
+  return base_lr * factor;
+}
+
+namespace {
+std::vector<double> checked_max_lrs(const Optimizer& optimizer, std::vector<double> max_lrs) {
+  EMBER_CHECK(max_lrs.size() == optimizer.num_param_groups(), "[OneCycleLR] expected ", optimizer.num_param_groups(),
+              " max_lr values (one per parameter group), got ", max_lrs.size());
+  for (double lr : max_lrs)
+    EMBER_CHECK(std::isfinite(lr) && lr >= 0.0, "[OneCycleLR] max_lr must be finite and >= 0, got ", lr);
+  return max_lrs;
+}
+}  // namespace
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr, int64_t total_steps, OneCycleLROptions options)
+    : OneCycleLR(optimizer, std::vector<double>(optimizer.num_param_groups(), max_lr), total_steps, options) {}
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_t total_steps,
+                       OneCycleLROptions options)
+    : LRScheduler(optimizer, checked_max_lrs(optimizer, std::move(max_lrs))),
+      total_steps_(total_steps),
+      options_(options) {
+  const OneCycleLROptions& o = options_;
+  EMBER_CHECK(total_steps >= 1, "[OneCycleLR] total_steps must be at least 1, got ", total_steps);
+  EMBER_CHECK(o.pct_start_ >= 0.0 && o.pct_start_ <= 1.0, "[OneCycleLR] pct_start must be in [0, 1], got ",
+              o.pct_start_);
+  EMBER_CHECK(std::isfinite(o.div_factor_) && o.div_factor_ > 0.0, "[OneCycleLR] div_factor must be finite and > 0, got ",
+              o.div_factor_);
+  EMBER_CHECK(std::isfinite(o.final_div_factor_) && o.final_div_factor_ > 0.0,
+              "[OneCycleLR] final_div_factor must be finite and > 0, got ", o.final_div_factor_);
+  const double lo = o.base_momentum_, hi = o.max_momentum_, steps = static_cast<double>(total_steps);
+  if (o.three_phase_)
+    phases_ = {{o.pct_start_ * steps - 1, Level::Initial, Level::Max, hi, lo},
+               {2 * o.pct_start_ * steps - 2, Level::Max, Level::Initial, lo, hi},
+               {steps - 1, Level::Initial, Level::Min, hi, hi}};
+  else
+    phases_ = {{o.pct_start_ * steps - 1, Level::Initial, Level::Max, hi, lo},
+               {steps - 1, Level::Max, Level::Min, lo, hi}};
+  // A phase that ends where it starts would divide by zero in position().
+  double start_step = 0;
+  for (size_t k = 0; k < phases_.size(); ++k) {
+    EMBER_CHECK(phases_[k].end_step != start_step, "[OneCycleLR] phase ", k + 1, " of the schedule is empty (pct_start ",
+                o.pct_start_, " with total_steps ", total_steps, "); choose another pct_start");
+    start_step = phases_[k].end_step;
+  }
+  if (o.cycle_momentum_) {
+    for (const char* name : {"momentum", "beta1"})
+      if (optimizer.has_hyper_param(name)) {
+        momentum_name_ = name;
+        break;
+      }
+    EMBER_CHECK(!momentum_name_.empty(), "[OneCycleLR] cycle_momentum needs an optimizer with momentum or betas; ",
+                optimizer.name(), " has neither (turn cycle_momentum off)");
+    EMBER_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo >= 0.0 && hi >= 0.0,
+                "[OneCycleLR] base_momentum and max_momentum must be finite and >= 0, got ", lo, " and ", hi);
+  }
+  start();
+}
+
+OneCycleLR::Position OneCycleLR::position(int64_t epoch) const {
+  EMBER_CHECK(epoch <= total_steps_, "[OneCycleLR] stepped to epoch ", epoch, ", past total_steps = ", total_steps_,
+              " (build the scheduler with more total_steps)");
+  const auto at = static_cast<double>(epoch);
+  double start_step = 0;
+  for (size_t k = 0; k < phases_.size(); ++k) {
+    const Phase& phase = phases_[k];
+    // Past the last phase's end (only epoch total_steps) the position stays at the end: torch
+    // extrapolates there, which can make a linear schedule's lr negative.
+    if (at <= phase.end_step || k + 1 == phases_.size())
+      return {&phase, std::min((at - start_step) / (phase.end_step - start_step), 1.0)};
+    start_step = phase.end_step;
+  }
+  return {&phases_.back(), 1.0};  // not reached: the last phase always matches
+}
+
+double OneCycleLR::level(Level level, double max_lr) const {
+  const double initial = max_lr / options_.div_factor_;
+  switch (level) {
+    case Level::Initial: return initial;
+    case Level::Max: return max_lr;
+    case Level::Min: return initial / options_.final_div_factor_;
+  }
+  return max_lr;
+}
+
+double OneCycleLR::anneal(double start, double end, double pct) const {
+  if (options_.anneal_strategy_ == AnnealStrategy::Linear) return (end - start) * pct + start;
+  return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
+}
+
+double OneCycleLR::lr_at(int64_t epoch, double max_lr) const {
+  const Position p = position(epoch);
+  return anneal(level(p.phase->start_lr, max_lr), level(p.phase->end_lr, max_lr), p.pct);
+}
+
+double OneCycleLR::momentum_at(int64_t epoch) const {
+  const Position p = position(epoch);
+  return anneal(p.phase->start_momentum, p.phase->end_momentum, p.pct);
+}
+
+void OneCycleLR::apply_extras(int64_t epoch) {
+  if (momentum_name_.empty()) return;
+  const double momentum = momentum_at(epoch);
+  for (size_t g = 0; g < optimizer().num_param_groups(); ++g)
+    mutable_optimizer().set_group_hyper_param(g, momentum_name_, momentum);
 }
 
 namespace {

@@ -110,9 +110,22 @@ double Optimizer::lr() const {
   return first;
 }
 
-double Optimizer::group_lr(size_t group) const {
+double Optimizer::group_lr(size_t group) const { return group_hyper_param(group, "lr"); }
+
+double Optimizer::group_hyper_param(size_t group, const std::string& name) const {
   check_group(group);
-  return hyper_params(group).at("lr");
+  const HyperParams values = hyper_params(group);
+  const auto it = values.find(name);
+  EMBER_CHECK(it != values.end(), "[", name_, "] has no hyper-parameter '", name, "'");
+  return it->second;
+}
+
+void Optimizer::set_group_hyper_param(size_t group, const std::string& name, double value) {
+  (void)group_hyper_param(group, name);  // the group and the name exist
+  std::vector<HyperParams> all;
+  for (size_t g = 0; g < groups_.size(); ++g) all.push_back(hyper_params(g));
+  all[group][name] = value;
+  set_hyper_params(all);
 }
 
 void Optimizer::set_lr(double lr) {
@@ -128,10 +141,7 @@ void Optimizer::set_lr(double lr) {
 void Optimizer::set_group_lr(size_t group, double lr) {
   check_group(group);
   check_lr(lr);
-  std::vector<HyperParams> all;
-  for (size_t g = 0; g < groups_.size(); ++g) all.push_back(hyper_params(g));
-  all[group]["lr"] = lr;
-  set_hyper_params(all);
+  set_group_hyper_param(group, "lr", lr);
 }
 
 StateDict Optimizer::state_dict() const {

@@ -81,6 +81,13 @@ class Optimizer {
   double group_lr(size_t group) const;
   void set_group_lr(size_t group, double lr);
 
+  // Any hyper-parameter by its state_dict name (lr, momentum, beta1, ...), for schedulers that
+  // move more than the lr (OneCycleLR's momentum). set_group_hyper_param checks the new value
+  // with the optimizer's own checks.
+  bool has_hyper_param(const std::string& name) const { return hyper_params(0).count(name) != 0; }
+  double group_hyper_param(size_t group, const std::string& name) const;
+  void set_group_hyper_param(size_t group, const std::string& name, double value);
+
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
 

@@ -13,10 +13,13 @@
 #include "core/ops.h"
 #include "fixture.h"
 #include "nn/linear.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
+#include "optim/reduce_lr_on_plateau.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "test_helpers.h"
 
@@ -86,6 +89,23 @@ std::unique_ptr<optim::Optimizer> make_adamw(std::vector<Tensor> params, const F
   return std::make_unique<optim::AdamW>(std::move(params), adam_options<optim::AdamWOptions>(f));
 }
 
+std::unique_ptr<optim::Optimizer> make_rmsprop(std::vector<Tensor> params, const Fixture& f) {
+  return std::make_unique<optim::RMSprop>(std::move(params), optim::RMSpropOptions(hyper(f, "lr"))
+                                                                 .alpha(hyper(f, "alpha"))
+                                                                 .eps(hyper(f, "eps"))
+                                                                 .weight_decay(hyper(f, "weight_decay"))
+                                                                 .momentum(hyper(f, "momentum"))
+                                                                 .centered(hyper(f, "centered") != 0.0));
+}
+std::unique_ptr<optim::Optimizer> make_adagrad(std::vector<Tensor> params, const Fixture& f) {
+  return std::make_unique<optim::Adagrad>(
+      std::move(params), optim::AdagradOptions(hyper(f, "lr"))
+                             .lr_decay(hyper(f, "lr_decay"))
+                             .weight_decay(hyper(f, "weight_decay"))
+                             .initial_accumulator_value(hyper(f, "initial_accumulator_value"))
+                             .eps(hyper(f, "eps")));
+}
+
 // Replays the 20 gradients and compares the parameters after every step, then the final state
 // with torch's (same names as our state_dict keys).
 void check_parity(const std::string& file, const MakeOptimizer& make) {
@@ -133,6 +153,17 @@ TEST(OptimParity, AdamW) {
 TEST(OptimParity, Adam) {
   for (const char* file : {"optim_adam_default.txt", "optim_adam_weight_decay.txt", "optim_adam_amsgrad.txt"})
     check_parity(file, make_adam);
+}
+
+TEST(OptimParity, RMSprop) {
+  for (const char* file : {"optim_rmsprop_default.txt", "optim_rmsprop_momentum.txt", "optim_rmsprop_centered.txt",
+                           "optim_rmsprop_centered_momentum.txt"})
+    check_parity(file, make_rmsprop);
+}
+
+TEST(OptimParity, Adagrad) {
+  for (const char* file : {"optim_adagrad_default.txt", "optim_adagrad_decay.txt", "optim_adagrad_initial.txt"})
+    check_parity(file, make_adagrad);
 }
 
 // The same hyper-parameters with weight decay give different steps: Adam's decay goes through the
@@ -192,6 +223,133 @@ TEST(OptimParity, Schedulers) {
   }
 }
 
+// The same function as lr_lambda in make_optim_fixtures.py.
+double fixture_lr_lambda(int64_t epoch) {
+  return epoch < 10 ? std::pow(0.9, static_cast<double>(epoch)) : 2.0 / static_cast<double>(epoch + 1);
+}
+
+// The lr (and, when given, the momentum) after construction and after each step.
+void expect_lr_sequence(optim::LRScheduler& scheduler, const optim::Optimizer& opt, const std::vector<double>& lrs,
+                        const std::string& momentum_name = "", const std::vector<double>& momenta = {}) {
+  for (size_t epoch = 0; epoch < lrs.size(); ++epoch) {
+    if (epoch > 0) scheduler.step();
+    EXPECT_EQ(scheduler.last_epoch(), static_cast<int64_t>(epoch));
+    EXPECT_NEAR(opt.lr(), lrs[epoch], 1e-12) << "epoch " << epoch;
+    if (!momenta.empty()) {
+      EXPECT_NEAR(opt.group_hyper_param(0, momentum_name), momenta[epoch], 1e-12) << "momentum, epoch " << epoch;
+    }
+  }
+}
+
+TEST(OptimParity, MultiStepLRAndLambdaLR) {
+  const Fixture f = Fixture::load("optim_lr_schedulers_more.txt");
+  const double base_lr = hyper(f, "base_lr");
+  {
+    optim::SGD opt({param({2})}, optim::SGDOptions(base_lr));
+    optim::MultiStepLR scheduler(opt, f.get("milestones").to_vector<int64_t>(), hyper(f, "multistep_gamma"));
+    expect_lr_sequence(scheduler, opt, f.get("lr_multistep").to_vector<double>());
+  }
+  {
+    optim::SGD opt({param({2})}, optim::SGDOptions(base_lr));
+    optim::LambdaLR scheduler(opt, fixture_lr_lambda);
+    expect_lr_sequence(scheduler, opt, f.get("lr_lambda").to_vector<double>());
+  }
+}
+
+// The first `count` values of a 1-D fixture tensor: epochs 0 .. count - 1.
+std::vector<double> up_to(const Tensor& t, int64_t count) {
+  std::vector<double> v = t.to_vector<double>();
+  v.resize(static_cast<size_t>(count));
+  return v;
+}
+
+// torch's schedule for epochs 0 .. total_steps - 1; Note [One-cycle schedule] for the last one.
+TEST(OptimParity, OneCycleLR) {
+  const Fixture f = Fixture::load("optim_lr_one_cycle.txt");
+  const auto total = static_cast<int64_t>(hyper(f, "total_steps"));
+  {
+    SCOPED_TRACE("cos, SGD momentum");
+    optim::SGD opt({param({2})}, optim::SGDOptions(0.1).momentum(0.9));
+    optim::OneCycleLR scheduler(opt, 0.5, total, optim::OneCycleLROptions().pct_start(0.25));
+    EXPECT_EQ(scheduler.momentum_name(), "momentum");
+    expect_lr_sequence(scheduler, opt, up_to(f.get("cos_lr"), total), "momentum", up_to(f.get("cos_momentum"), total));
+    scheduler.step();  // epoch total_steps: the end of the last phase
+    EXPECT_NEAR(opt.lr(), 0.5 / 25.0 / 1e4, 1e-15);
+    EXPECT_NEAR(opt.options(0).momentum_, 0.95, 1e-15);
+    expect_error([&] { scheduler.step(); }, "[OneCycleLR] stepped to epoch 21, past total_steps = 20");
+    EXPECT_EQ(scheduler.last_epoch(), total);  // the refused step changed nothing
+  }
+  {
+    SCOPED_TRACE("linear, three phases, Adam beta1");
+    optim::Adam opt({param({2})}, optim::AdamOptions(0.001));
+    optim::OneCycleLR scheduler(opt, 0.01, total,
+                                optim::OneCycleLROptions()
+                                    .pct_start(0.3)
+                                    .anneal_strategy(optim::AnnealStrategy::Linear)
+                                    .three_phase(true)
+                                    .div_factor(10.0)
+                                    .final_div_factor(100.0)
+                                    .base_momentum(0.8)
+                                    .max_momentum(0.9));
+    EXPECT_EQ(scheduler.momentum_name(), "beta1");
+    expect_lr_sequence(scheduler, opt, up_to(f.get("linear3_lr"), total), "beta1",
+                       up_to(f.get("linear3_beta1"), total));
+    // torch extrapolates to lr 0.001 - (0.001 - 1e-5) * 10 / 9 < 0 here; ember stays at the end.
+    EXPECT_LT(f.get("linear3_lr").to_vector<double>().back(), 0.0);
+    scheduler.step();
+    EXPECT_NEAR(opt.lr(), 0.01 / 10.0 / 100.0, 1e-15);
+    EXPECT_NEAR(opt.options(0).beta1_, 0.9, 1e-15);
+  }
+}
+
+TEST(OptimParity, ReduceLROnPlateau) {
+  const Fixture f = Fixture::load("optim_lr_plateau.txt");
+  const std::vector<double> metrics = f.get("metrics").to_vector<double>();
+  const std::vector<std::pair<std::string, optim::ReduceLROnPlateauOptions>> cases = {
+      {"min_rel", optim::ReduceLROnPlateauOptions().factor(0.5).patience(2).threshold(0.02).cooldown(1).min_lr(0.01)},
+      {"max_abs", optim::ReduceLROnPlateauOptions()
+                      .mode(optim::PlateauMode::Max)
+                      .factor(0.3)
+                      .patience(1)
+                      .threshold(0.05)
+                      .threshold_mode(optim::ThresholdMode::Abs)
+                      .min_lr(0.002)
+                      .eps(1e-3)},
+      {"default", optim::ReduceLROnPlateauOptions()},
+  };
+  for (const auto& [name, options] : cases) {
+    SCOPED_TRACE(name);
+    optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+    optim::ReduceLROnPlateau scheduler(opt, options);
+    const std::vector<double> lrs = f.get(name + "_lr").to_vector<double>();
+    const std::vector<int64_t> bad = f.get(name + "_num_bad_epochs").to_vector<int64_t>();
+    const std::vector<double> best = f.get(name + "_best").to_vector<double>();
+    EXPECT_EQ(opt.lr(), lrs[0]);
+    for (size_t k = 0; k < metrics.size(); ++k) {
+      scheduler.step(options.mode_ == optim::PlateauMode::Max ? -metrics[k] : metrics[k]);
+      EXPECT_NEAR(opt.lr(), lrs[k + 1], 1e-12) << "after step " << k + 1;
+      EXPECT_EQ(scheduler.last_lr(), std::vector<double>{opt.lr()});
+      EXPECT_EQ(scheduler.num_bad_epochs(), bad[k + 1]) << "after step " << k + 1;
+      EXPECT_EQ(scheduler.best(), best[k]) << "after step " << k + 1;
+    }
+  }
+}
+
+TEST(OptimParity, ClipGradValue) {
+  const Fixture f = Fixture::load("optim_clip_grad_value.txt");
+  for (const char* name : {"0.5", "1.5", "0"}) {
+    SCOPED_TRACE(name);
+    const std::string n = name;
+    Tensor a = param({4, 3}, 0.0), unused = param({2}, 0.0), b = param({5}, 0.0);
+    a.set_grad(f.get("a"));
+    b.set_grad(f.get("b"));
+    optim::clip_grad_value_({a, unused, b}, hyper(f, "clip_value_" + n));
+    expect_equal(a.grad(), f.get("a_" + n), "clipped a");
+    expect_equal(b.grad(), f.get("b_" + n), "clipped b");
+    EXPECT_FALSE(unused.grad().defined());
+  }
+}
+
 TEST(OptimParity, ClipGradNorm) {
   const Fixture f = Fixture::load("optim_clip_grad.txt");
   for (const char* name : {"l2", "l2_unclipped", "inf", "l3"}) {
@@ -219,6 +377,14 @@ TEST(OptimStateDict, ResumeIsExact) {
       {"SGD", make_sgd},
       {"AdamW", [](std::vector<Tensor> p, const Fixture&) {
          return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01).amsgrad(true));
+       }},
+      {"RMSprop", [](std::vector<Tensor> p, const Fixture&) {
+         return std::make_unique<optim::RMSprop>(std::move(p),
+                                                 optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
+       }},
+      {"Adagrad", [](std::vector<Tensor> p, const Fixture&) {
+         return std::make_unique<optim::Adagrad>(
+             std::move(p), optim::AdagradOptions(0.05).lr_decay(0.1).initial_accumulator_value(0.2));
        }}};
   for (const auto& [name, make] : cases) {
     SCOPED_TRACE(name);
@@ -503,6 +669,12 @@ TEST(OptimErrors, SchedulersAndClipping) {
   expect_error([&] { optim::SequentialLR(other, {warm}, {}); },
                "[SequentialLR] scheduler 0 belongs to another optimizer");
 
+  expect_error([] { optim::clip_grad_value_({param({2})}, std::numeric_limits<double>::infinity()); },
+               "[clip_grad_value_] clip_value must be finite and >= 0, got inf");
+  expect_error([] { optim::clip_grad_value_({param({2})}, NAN); },
+               "[clip_grad_value_] clip_value must be finite and >= 0, got nan");
+  expect_error([] { optim::clip_grad_value_({param({2})}, -1.0); },
+               "[clip_grad_value_] clip_value must be finite and >= 0, got -1");
   expect_error([] { optim::clip_grad_norm_({param({2})}, 1.0, 0.0); },
                "[clip_grad_norm_] norm_type must be positive or infinity, got 0");
   expect_error([] { optim::clip_grad_norm_({param({2})}, -1.0); }, "[clip_grad_norm_] max_norm must be >= 0, got -1");
@@ -555,4 +727,179 @@ TEST(LRSchedulerStateDict, Errors) {
                "invalid base lr nan");
   EXPECT_EQ(schedule.last_epoch(), 0);  // nothing was changed by the failed loads
   EXPECT_EQ(opt.lr(), 0.1);
+}
+
+TEST(OptimErrors, RMSpropAndAdagradOptions) {
+  auto rmsprop = [](optim::RMSpropOptions o) { optim::RMSprop({param({2})}, o); };
+  auto adagrad = [](optim::AdagradOptions o) { optim::Adagrad({param({2})}, o); };
+  const double inf = std::numeric_limits<double>::infinity();
+  expect_error([&] { rmsprop(optim::RMSpropOptions(-1.0)); }, "[RMSprop] invalid learning rate -1");
+  expect_error([&] { rmsprop(optim::RMSpropOptions().alpha(1.5)); }, "[RMSprop] invalid alpha 1.5 (expected 0 <= alpha <= 1)");
+  expect_error([&] { rmsprop(optim::RMSpropOptions().alpha(NAN)); }, "[RMSprop] invalid alpha nan");
+  expect_error([&] { rmsprop(optim::RMSpropOptions().eps(-1e-8)); }, "[RMSprop] invalid eps -1e-08");
+  expect_error([&] { rmsprop(optim::RMSpropOptions().weight_decay(inf)); }, "[RMSprop] invalid weight_decay inf");
+  expect_error([&] { rmsprop(optim::RMSpropOptions().momentum(-0.1)); }, "[RMSprop] invalid momentum -0.1");
+  expect_error([&] { adagrad(optim::AdagradOptions(NAN)); }, "[Adagrad] invalid learning rate nan");
+  expect_error([&] { adagrad(optim::AdagradOptions().lr_decay(-1)); },
+               "[Adagrad] invalid lr_decay -1 (expected a finite lr_decay >= 0)");
+  expect_error([&] { adagrad(optim::AdagradOptions().weight_decay(NAN)); }, "[Adagrad] invalid weight_decay nan");
+  expect_error([&] { adagrad(optim::AdagradOptions().initial_accumulator_value(-0.5)); },
+               "[Adagrad] invalid initial_accumulator_value -0.5");
+  expect_error([&] { adagrad(optim::AdagradOptions().eps(inf)); }, "[Adagrad] invalid eps inf");
+  optim::SGD sgd({param({2})}, optim::SGDOptions(0.1).momentum(0.5));
+  expect_error([&] { (void)sgd.group_hyper_param(0, "beta1"); }, "[SGD] has no hyper-parameter 'beta1'");
+  expect_error([&] { sgd.set_group_hyper_param(0, "momentum", -1.0); }, "[SGD] invalid momentum -1");
+  sgd.set_group_hyper_param(0, "momentum", 0.7);
+  EXPECT_EQ(sgd.options(0).momentum_, 0.7);
+  EXPECT_TRUE(sgd.has_hyper_param("dampening"));
+  EXPECT_FALSE(sgd.has_hyper_param("alpha"));
+  EXPECT_EQ(optim::RMSpropOptions().lr_, 1e-2);  // torch's defaults
+  EXPECT_EQ(optim::AdagradOptions().eps_, 1e-10);
+}
+
+TEST(OptimStateDict, RMSpropAndAdagradKeepTorchsStateNames) {
+  Tensor w = param({2});
+  w.set_grad(ones({2}));
+  optim::RMSprop rmsprop({w}, optim::RMSpropOptions().momentum(0.9).centered(true));
+  rmsprop.step();
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : rmsprop.state_dict()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"param_groups.0.alpha", "param_groups.0.centered", "param_groups.0.eps",
+                                            "param_groups.0.lr", "param_groups.0.momentum", "param_groups.0.params",
+                                            "param_groups.0.weight_decay", "state.0.grad_avg",
+                                            "state.0.momentum_buffer", "state.0.square_avg", "state.0.step"}));
+  optim::Adagrad adagrad({w}, optim::AdagradOptions().initial_accumulator_value(0.5));
+  adagrad.step();
+  const optim::StateDict state = adagrad.state_dict();
+  expect_equal(state.at("state.0.sum"), full({2}, 1.5), "initial 0.5 plus the first squared gradient");
+  EXPECT_EQ(state.at("state.0.step").item<int64_t>(), 1);
+}
+
+TEST(OptimErrors, NewSchedulers) {
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1).momentum(0.9));
+  expect_error([&] { optim::MultiStepLR(opt, {3, -1}); }, "[MultiStepLR] milestones must be >= 0, got -1");
+  expect_error([&] { optim::MultiStepLR(opt, {3}, NAN); }, "[MultiStepLR] gamma must be finite and >= 0, got nan");
+  expect_error([&] { optim::LambdaLR(opt, nullptr); }, "[LambdaLR] lr_lambda is empty");
+  {
+    optim::LambdaLR negative(opt, [](int64_t epoch) { return 1.0 - static_cast<double>(epoch); });
+    negative.step();  // factor 0
+    expect_error([&] { negative.step(); }, "[LambdaLR] lr_lambda(2) returned -1 (expected a finite factor >= 0)");
+    EXPECT_EQ(negative.last_epoch(), 1);
+    EXPECT_EQ(opt.lr(), 0.0);
+  }
+  opt.set_lr(0.1);
+  using O = optim::OneCycleLROptions;
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 0); }, "[OneCycleLR] total_steps must be at least 1, got 0");
+  expect_error([&] { optim::OneCycleLR(opt, NAN, 10); }, "[OneCycleLR] max_lr must be finite and >= 0, got nan");
+  expect_error([&] { optim::OneCycleLR(opt, std::vector<double>{0.1, 0.2}, 10); },
+               "[OneCycleLR] expected 1 max_lr values (one per parameter group), got 2");
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 10, O().pct_start(1.5)); },
+               "[OneCycleLR] pct_start must be in [0, 1], got 1.5");
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 10, O().div_factor(0)); },
+               "[OneCycleLR] div_factor must be finite and > 0, got 0");
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 10, O().final_div_factor(-1)); },
+               "[OneCycleLR] final_div_factor must be finite and > 0, got -1");
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 10, O().pct_start(0.1)); },
+               "[OneCycleLR] phase 1 of the schedule is empty (pct_start 0.1 with total_steps 10)");
+  expect_error([&] { optim::OneCycleLR(opt, 0.5, 10, O().base_momentum(NAN)); },
+               "[OneCycleLR] base_momentum and max_momentum must be finite and >= 0, got nan and 0.95");
+  optim::Adagrad adagrad({param({2})}, optim::AdagradOptions());
+  expect_error([&] { optim::OneCycleLR(adagrad, 0.5, 10); },
+               "[OneCycleLR] cycle_momentum needs an optimizer with momentum or betas; Adagrad has neither");
+  optim::OneCycleLR without_momentum(adagrad, 0.5, 10, O().cycle_momentum(false));
+  EXPECT_EQ(without_momentum.momentum_name(), "");
+  EXPECT_NEAR(adagrad.lr(), 0.5 / 25.0, 1e-15);
+
+  using P = optim::ReduceLROnPlateauOptions;
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().factor(1.0)); },
+               "[ReduceLROnPlateau] factor must be in [0, 1), got 1");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().patience(-1)); },
+               "[ReduceLROnPlateau] patience must be >= 0, got -1");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().cooldown(-2)); },
+               "[ReduceLROnPlateau] cooldown must be >= 0, got -2");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().threshold(NAN)); },
+               "[ReduceLROnPlateau] threshold must be finite and >= 0, got nan");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().eps(-1)); }, "[ReduceLROnPlateau] eps must be finite and >= 0");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().min_lrs({0.1, 0.2})); },
+               "[ReduceLROnPlateau] expected one min_lr or 1 (one per parameter group), got 2");
+  expect_error([&] { optim::ReduceLROnPlateau(opt, P().min_lr(-1)); },
+               "[ReduceLROnPlateau] min_lr must be finite and >= 0, got -1");
+}
+
+// A NaN metric is never an improvement: it counts as a bad epoch, as in torch.
+TEST(ReduceLROnPlateau, NaNMetricIsABadEpoch) {
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+  optim::ReduceLROnPlateau scheduler(opt, optim::ReduceLROnPlateauOptions().patience(1));
+  scheduler.step(1.0);
+  scheduler.step(NAN);
+  EXPECT_EQ(scheduler.num_bad_epochs(), 1);
+  EXPECT_EQ(scheduler.best(), 1.0);
+  scheduler.step(NAN);
+  EXPECT_NEAR(opt.lr(), 0.01, 1e-15);
+}
+
+// Each scheduler resumed from its state_dict (and the optimizer's lrs and momenta from the
+// optimizer's) continues exactly as the original.
+TEST(LRSchedulerStateDict, NewSchedulersResume) {
+  using Make = std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer&)>;
+  const std::vector<std::pair<std::string, Make>> cases = {
+      {"MultiStepLR", [](optim::Optimizer& o) { return std::make_unique<optim::MultiStepLR>(o, std::vector<int64_t>{2, 5}); }},
+      {"LambdaLR", [](optim::Optimizer& o) { return std::make_unique<optim::LambdaLR>(o, fixture_lr_lambda); }},
+      {"OneCycleLR", [](optim::Optimizer& o) {
+         return std::make_unique<optim::OneCycleLR>(o, 0.4, 12, optim::OneCycleLROptions().three_phase(true));
+       }},
+  };
+  for (const auto& [name, make] : cases) {
+    SCOPED_TRACE(name);
+    optim::SGD opt({param({2})}, optim::SGDOptions(0.1).momentum(0.9));
+    auto scheduler = make(opt);
+    for (int k = 0; k < 4; ++k) scheduler->step();
+    const optim::StateDict saved = scheduler->state_dict(), saved_opt = opt.state_dict();
+
+    optim::SGD fresh_opt({param({2})}, optim::SGDOptions(0.3).momentum(0.2));
+    auto fresh = make(fresh_opt);
+    fresh_opt.load_state_dict(saved_opt);
+    fresh->load_state_dict(saved);
+    EXPECT_EQ(fresh->last_epoch(), 4);
+    for (int k = 0; k < 6; ++k) {
+      scheduler->step();
+      fresh->step();
+      EXPECT_EQ(fresh_opt.lr(), opt.lr()) << "step " << k;
+      EXPECT_EQ(fresh_opt.options(0).momentum_, opt.options(0).momentum_) << "step " << k;
+    }
+  }
+}
+
+TEST(ReduceLROnPlateau, StateDictResumes) {
+  optim::SGD opt({param({2})}, optim::SGDOptions(0.1));
+  const auto options = optim::ReduceLROnPlateauOptions().patience(1).cooldown(2);
+  optim::ReduceLROnPlateau scheduler(opt, options);
+  for (double m : {1.0, 0.5, 0.6, 0.7}) scheduler.step(m);  // one reduction, in cooldown now
+  const optim::StateDict saved = scheduler.state_dict(), saved_opt = opt.state_dict();
+  EXPECT_EQ(saved.at("cooldown_counter").item<int64_t>(), 2);
+  EXPECT_EQ(saved.at("best").item(), 0.5);
+
+  optim::SGD fresh_opt({param({2})}, optim::SGDOptions(0.1));
+  optim::ReduceLROnPlateau fresh(fresh_opt, options);
+  fresh_opt.load_state_dict(saved_opt);
+  fresh.load_state_dict(saved);
+  EXPECT_EQ(fresh.last_lr(), scheduler.last_lr());
+  for (double m : {0.8, 0.9, 0.95, 0.99, 0.4, 1.0, 1.0}) {
+    scheduler.step(m);
+    fresh.step(m);
+    EXPECT_EQ(fresh_opt.lr(), opt.lr());
+    EXPECT_EQ(fresh.num_bad_epochs(), scheduler.num_bad_epochs());
+  }
+
+  optim::StateDict bad = saved;
+  bad["patience"] = scalar_tensor(3, kInt64);
+  expect_error([&] { fresh.load_state_dict(bad); }, "[ReduceLROnPlateau] load_state_dict: unexpected key 'patience'");
+  bad = saved;
+  bad.erase("best");
+  expect_error([&] { fresh.load_state_dict(bad); }, "[ReduceLROnPlateau] load_state_dict: missing key 'best'");
+  bad = saved;
+  bad["num_bad_epochs"] = scalar_tensor(-1, kInt64);
+  expect_error([&] { fresh.load_state_dict(bad); }, "'num_bad_epochs' must not be negative, got -1");
+  bad["num_bad_epochs"] = scalar_tensor(1.0);
+  expect_error([&] { fresh.load_state_dict(bad); }, "'num_bad_epochs' must be a 0-d int64 tensor");
 }

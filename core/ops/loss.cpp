@@ -1,9 +1,9 @@
-// Losses: cross_entropy (fused softmax + negative log-likelihood) and mse_loss.
-#include <algorithm>
-
+// The losses over class indices: cross_entropy (fused softmax + negative log-likelihood) and
+// nll_loss. The elementwise losses are in regression_loss.cpp and binary_cross_entropy.cpp.
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
+#include "core/ops/loss_helpers.h"
 
 namespace ember {
 
@@ -46,15 +46,6 @@ struct CrossEntropy : Function<CrossEntropy> {
   }
 };
 
-Tensor reduce_loss(const Tensor& losses, Reduction reduction, double count) {
-  switch (reduction) {
-    case Reduction::None: return losses;
-    case Reduction::Sum: return sum(losses);
-    case Reduction::Mean: return sum(losses) / count;
-  }
-  return losses;
-}
-
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
@@ -79,16 +70,53 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
     ++counted;
   }
   Tensor losses = CrossEntropy::apply(logits, target, ignore_index, label_smoothing);
-  return reduce_loss(losses, reduction, static_cast<double>(counted));
+  return ops::reduce_loss(losses, reduction, static_cast<double>(counted));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  ops::check_defined(input, "mse_loss");
-  ops::check_defined(target, "mse_loss", "target");
-  EMBER_CHECK(input.shape() == target.shape(), "[mse_loss] input of shape ", shape_str(input.shape()),
-              " and target of shape ", shape_str(target.shape()), " differ");
-  Tensor diff = input - target;
-  return reduce_loss(diff * diff, reduction, static_cast<double>(input.numel()));
+// Note [nll_loss from gather]
+// nll_loss is composed of differentiable ops, so it runs and differentiates on every device:
+// the log-probability of each target class is picked with gather along dim 1. An ignored target
+// (ignore_index, often -100) is no class, so it is first replaced by class 0 to keep gather in
+// range, and its loss is then overwritten with 0 by masked_fill; masked_fill sends no gradient
+// to the elements it overwrote, so the stand-in class gets none either. With class weights the
+// mean divides by the summed weights of the counted targets, not by their number (PyTorch's
+// weighted mean), so a batch of one heavy class and one light class is not averaged as equals.
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
+  ops::check_defined(input, "nll_loss");
+  ops::check_defined(target, "nll_loss", "target");
+  EMBER_CHECK(input.dim() >= 2, "[nll_loss] expects input of shape [N, C] or [N, C, d1, ...], got ",
+              shape_str(input.shape()));
+  ops::check_floating(input, "nll_loss");
+  EMBER_CHECK(target.dtype() == kInt64, "[nll_loss] expects int64 class indices as target, got ", target.dtype(),
+              " of shape ", shape_str(target.shape()));
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + 1);
+  EMBER_CHECK(target.shape() == expected, "[nll_loss] target of shape ", shape_str(target.shape()),
+              " does not match input of shape ", shape_str(input.shape()), " (expected ", shape_str(expected), ")");
+  ops::check_same_device(input, target, "nll_loss");
+  const int64_t classes = input.size(1);
+  if (weight.defined()) {
+    EMBER_CHECK(weight.shape() == Shape{classes}, "[nll_loss] weight of shape ", shape_str(weight.shape()),
+                " must hold one weight per class, [", classes, "] for input of shape ", shape_str(input.shape()));
+    EMBER_CHECK(weight.dtype() == input.dtype(), "[nll_loss] input is ", input.dtype(), " but weight is ",
+                weight.dtype());
+    ops::check_same_device(input, weight, "nll_loss");
+  }
+  double counted = 0;
+  for (int64_t t : target.to_vector<int64_t>()) {
+    if (t == ignore_index) continue;
+    EMBER_CHECK(t >= 0 && t < classes, "[nll_loss] target ", t, " is out of range for ", classes, " classes");
+    ++counted;
+  }
+  const Tensor ignored = target == static_cast<double>(ignore_index);
+  const Tensor safe = masked_fill(target, ignored, 0.0);
+  const Tensor picked = gather(input, 1, safe.unsqueeze(1)).squeeze(1);
+  Tensor class_weight;
+  if (weight.defined()) class_weight = index_select(weight, 0, safe.flatten()).reshape(safe.shape());
+  const Tensor losses = masked_fill(class_weight.defined() ? -(picked * class_weight) : -picked, ignored, 0.0);
+  if (reduction != Reduction::Mean || !weight.defined()) return ops::reduce_loss(losses, reduction, counted);
+  return sum(losses) / sum(masked_fill(class_weight, ignored, 0.0));
 }
 
 }  // namespace ember

@@ -1,0 +1,108 @@
+// Binary cross-entropy on probabilities and on logits. Each is an autograd Function whose
+// forward and backward are written with other ops (so they run on every device): composing the
+// forward alone would give other gradients than PyTorch's where the logs are clamped (BCE) and
+// would differentiate softplus through abs() and relu() at x = 0 (BCE with logits).
+#include <cmath>
+#include <limits>
+
+#include "core/autograd/function.h"
+#include "core/ops.h"
+#include "core/ops/loss_helpers.h"
+
+namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
+
+namespace {
+
+constexpr double kLogFloor = -100.0;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Tensor clamped_log(const Tensor& x) { return clamp(log(x), kLogFloor, kInf); }
+
+// Note [Binary cross-entropy]
+// loss = -(t log(x) + (1 - t) log(1 - x)). At x = 0 or 1 one log is -inf; PyTorch clamps each at
+// -100, so a confidently wrong prediction costs 100 instead of inf. The derivative of the
+// clamped form would be 0 there (and NaN from 0 * inf through log's backward), so the backward
+// is the unclamped derivative with its denominator kept away from zero, as PyTorch's:
+//   d/dx = (x - t) / max(x (1 - x), 1e-12)        d/dt = log(1 - x) - log(x)  (clamped logs)
+struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
+  static constexpr const char* name = "binary_cross_entropy";
+  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& t) {
+    c.save(x);
+    c.save(t);
+    return -(t * clamped_log(x) + (1.0 - t) * clamped_log(1.0 - x));
+  }
+  static Grads backward(Ctx& c, const Tensor& g) {
+    const Tensor x = c.saved(0), t = c.saved(1);
+    Tensor gx, gt;
+    if (c.needs_input_grad(0)) gx = g * (x - t) / clamp(x * (1.0 - x), 1e-12, kInf);
+    if (c.needs_input_grad(1)) gt = g * (clamped_log(1.0 - x) - clamped_log(x));
+    return {gx, gt};
+  }
+};
+
+// Note [Binary cross-entropy with logits]
+// With p = sigmoid(x), -log(p) = softplus(-x) and -log(1 - p) = x + softplus(-x), so
+//   loss = (1 - t) x + w_pos softplus(-x),   w_pos = 1 + (pos_weight - 1) t,
+// never forming p, whose log would underflow for large |x|. softplus(-x) = log(1 + exp(-x)) is
+// evaluated as max(-x, 0) + log(1 + exp(-|x|)): exp only ever sees a value <= 0, so it cannot
+// overflow (the same rewriting as PyTorch's, which keeps its rounding). The derivatives:
+//   d/dx = w_pos sigmoid(x) - pos_weight t      d/dt = (pos_weight - 1) softplus(-x) - x
+//   d/dpos_weight = t softplus(-x)              (returned in input's shape; Note [Gradient shapes])
+struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
+  static constexpr const char* name = "binary_cross_entropy_with_logits";
+  struct State {
+    bool has_pos_weight;
+  };
+  static Tensor softplus_neg(const Tensor& x) { return relu(-x) + log(1.0 + exp(-abs(x))); }
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& t, const Tensor& pos_weight) {
+    s.has_pos_weight = pos_weight.defined();
+    c.save(x);
+    c.save(t);
+    if (s.has_pos_weight) c.save(pos_weight);
+    const Tensor w_pos = s.has_pos_weight ? 1.0 + (pos_weight - 1.0) * t : Tensor();
+    const Tensor sp = softplus_neg(x);
+    return (1.0 - t) * x + (w_pos.defined() ? w_pos * sp : sp);
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    const Tensor x = c.saved(0), t = c.saved(1);
+    const Tensor pos_weight = s.has_pos_weight ? c.saved(2) : Tensor();
+    Tensor gx, gt, gp;
+    if (c.needs_input_grad(0))
+      gx = g * (s.has_pos_weight ? (1.0 + (pos_weight - 1.0) * t) * sigmoid(x) - pos_weight * t : sigmoid(x) - t);
+    if (c.needs_input_grad(1)) gt = g * (s.has_pos_weight ? (pos_weight - 1.0) * softplus_neg(x) - x : -x);
+    if (s.has_pos_weight && c.needs_input_grad(2)) gp = g * t * softplus_neg(x);
+    return {gx, gt, gp};
+  }
+};
+
+double count(const Tensor& input) { return static_cast<double>(input.numel()); }
+
+Tensor weighted(const Tensor& losses, const Tensor& weight) { return weight.defined() ? losses * weight : losses; }
+
+}  // namespace
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& weight) {
+  ops::check_loss_pair(input, target, "binary_cross_entropy");
+  ops::check_loss_weight(weight, input, "binary_cross_entropy", "weight");
+  for (double x : input.to_vector<double>())
+    EMBER_CHECK(x >= 0.0 && x <= 1.0, "[binary_cross_entropy] expects input probabilities in [0, 1], got ", x,
+                " in input of shape ", shape_str(input.shape()), " (for logits use binary_cross_entropy_with_logits)");
+  const Tensor losses = weighted(BinaryCrossEntropy::apply(input, target), weight);
+  return ops::reduce_loss(losses, reduction, count(input));
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
+                                        const Tensor& weight, const Tensor& pos_weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  ops::check_loss_pair(input, target, op);
+  ops::check_loss_weight(weight, input, op, "weight");
+  ops::check_loss_weight(pos_weight, input, op, "pos_weight");
+  const Tensor losses = weighted(BinaryCrossEntropyWithLogits::apply(input, target, pos_weight), weight);
+  return ops::reduce_loss(losses, reduction, count(input));
+}
+
+}  // namespace ember

@@ -1,0 +1,42 @@
+#pragma once
+// What the loss files (core/ops/loss.cpp, regression_loss.cpp, binary_cross_entropy.cpp) share:
+// the reduction and the checks of input against target.
+#include "core/ops.h"
+#include "core/ops/helpers.h"
+
+namespace ember::ops {
+
+// None: the per-element losses; Sum; Mean: the sum divided by `count` (the number of elements,
+// or of the targets that are not ignored).
+inline Tensor reduce_loss(const Tensor& losses, Reduction reduction, double count) {
+  switch (reduction) {
+    case Reduction::None: return losses;
+    case Reduction::Sum: return sum(losses);
+    case Reduction::Mean: return sum(losses) / count;
+  }
+  return losses;
+}
+
+// The elementwise losses take a floating input and a target of the same shape, dtype and device.
+inline void check_loss_pair(const Tensor& input, const Tensor& target, const char* op) {
+  check_defined(input, op);
+  check_defined(target, op, "target");
+  EMBER_CHECK(input.shape() == target.shape(), "[", op, "] input of shape ", shape_str(input.shape()),
+              " and target of shape ", shape_str(target.shape()), " differ");
+  check_floating(input, op);
+  EMBER_CHECK(target.dtype() == input.dtype(), "[", op, "] input is ", input.dtype(), " but target is ",
+              target.dtype(), " (shape ", shape_str(target.shape()), ")");
+  check_same_device(input, target, op);
+}
+
+// An optional per-element weight (undefined: none) must broadcast to input's shape.
+inline void check_loss_weight(const Tensor& weight, const Tensor& input, const char* op, const char* what) {
+  if (!weight.defined()) return;
+  EMBER_CHECK(broadcasts_to(weight.shape(), input.shape()), "[", op, "] ", what, " of shape ",
+              shape_str(weight.shape()), " does not broadcast to input of shape ", shape_str(input.shape()));
+  EMBER_CHECK(weight.dtype() == input.dtype(), "[", op, "] input is ", input.dtype(), " but ", what, " is ",
+              weight.dtype());
+  check_same_device(input, weight, op);
+}
+
+}  // namespace ember::ops
