@@ -82,12 +82,15 @@ void DistributedDataParallel::broadcast_from_rank0(const std::vector<std::pair<s
   for (const auto& [name, t] : tensors) group_->broadcast(t, 0);
 }
 
-Tensor DistributedDataParallel::forward(const Tensor& x) {
+void DistributedDataParallel::sync_buffers() {
   // A checkpointed DDP is recomputed in backward: the buffers were broadcast in its forward.
-  if (options_.broadcast_buffers && is_training() && !autograd::is_recomputing()) {
-    NoGradGuard no_grad;
-    broadcast_from_rank0(module_.named_buffers());
-  }
+  if (!options_.broadcast_buffers || !is_training() || autograd::is_recomputing()) return;
+  NoGradGuard no_grad;
+  broadcast_from_rank0(module_.named_buffers());
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  sync_buffers();
   return module_(x);
 }
 

@@ -63,7 +63,11 @@ class DistributedDataParallel : public nn::Module {
                           const DataParallelOptions& options = {});
   ~DistributedDataParallel() override;
 
+  // Broadcasts the buffers (DataParallelOptions::broadcast_buffers), then runs the module.
   Tensor forward(const Tensor& x) override;
+  // What forward does before running the module, for a program that runs the module's parts
+  // itself (a checkpointed forward): the gradient hooks need nothing from forward.
+  void sync_buffers();
   nn::Module& module() { return module_; }
   ProcessGroup& group() { return *group_; }
 
