@@ -106,7 +106,9 @@ void DistributedDataParallel::on_gradient(size_t parameter, const Tensor& grad) 
   // averaged is .grad as it will be, including what no_sync() backwards left there.
   const Tensor& accumulated = parameters_[parameter].second.grad();
   const Tensor full_grad = accumulated.defined() ? accumulated + grad : grad;
-  buckets_[w.bucket].flat.narrow(0, slot.offset, slot.numel).copy_(full_grad.reshape({slot.numel}));
+  // copy_ reads a strided gradient (a transposed weight's) directly: no contiguous copy first.
+  const Tensor& p = parameters_[parameter].second;
+  buckets_[w.bucket].flat.narrow(0, slot.offset, slot.numel).view(p.shape()).copy_(full_grad);
   ready_[parameter] = true;
   --buckets_[w.bucket].pending;
   launch_ready_buckets();
@@ -116,8 +118,8 @@ void DistributedDataParallel::on_gradient(size_t parameter, const Tensor& grad) 
 void DistributedDataParallel::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
-    b.work = group_->allreduce_async(b.flat, ReduceOp::Avg);
     timeline_.buckets[next_launch_].launched = Clock::now();
+    b.work = group_->allreduce_async(b.flat, ReduceOp::Avg);
     ++next_launch_;
   }
 }
@@ -144,8 +146,8 @@ void DistributedDataParallel::finish_backward() {
     const Where w = where_[i];
     const BucketSlot& slot = plan_[w.bucket].slots[w.slot];
     const Tensor& accumulated = parameters_[i].second.grad();
-    const Tensor view = buckets_[w.bucket].flat.narrow(0, slot.offset, slot.numel);
-    if (accumulated.defined()) view.copy_(accumulated.reshape({slot.numel}));
+    const Tensor view = buckets_[w.bucket].flat.narrow(0, slot.offset, slot.numel).view(parameters_[i].second.shape());
+    if (accumulated.defined()) view.copy_(accumulated);
     else view.zero_();
     ready_[i] = true;
     --buckets_[w.bucket].pending;
