@@ -2,10 +2,12 @@
 // rank, for docs/distributed.md and bench/RESULTS.md. Run under the launcher:
 //   mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS=1 bench/bench_ddp [--steps N] [--batch B]
 //          [--bucket-mib M] [--timeline]
-// Rank 0 prints, per step: the step (forward, backward with the reductions, SGD step), the
+// Rank 0 prints medians over the steps: the step (forward, backward with the reductions, SGD step), the
 // backward, the reduction left to wait for once the engine had run its last node ("exposed":
-// end of backward -> averaged .grad), what the same buckets cost reduced one after another
-// with blocking allreduces and nothing to overlap with ("alone"), and "hidden": of the time the
+// end of backward -> averaged .grad; and the part of it after the slower rank's backward ended,
+// which is what the reduction itself adds once both ranks are done), what the same buckets cost
+// with nothing to overlap with ("alone": launched and waited for as DDP does, and as blocking
+// allreduces one after another), and "in flight behind backward": of the time the
 // buckets' reductions were in flight (launched -> found finished), the fraction that lay before
 // the end of backward, i.e. behind backward's own work. A reduction's finish is seen when DDP
 // polls it (at the next gradient) or waits for it, and "in flight" includes waiting for the other
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,7 +91,7 @@ int main(int argc, char** argv) try {
   manual_seed(100 + static_cast<uint64_t>(group->rank()));
   const Tensor x = randn({flags.batch, 1, 28, 28});
   const Tensor y = randint(0, 10, {flags.batch});
-  std::vector<double> step_ms, backward_ms, exposed_ms, hidden_fraction;
+  std::vector<double> step_ms, backward_ms, exposed_ms, after_slowest_ms, hidden_fraction;
   Clock::time_point backward_start;
   for (int s = 0; s < flags.steps; ++s) {
     group->barrier();  // every rank starts the step together: the numbers are per step, not drift
@@ -100,8 +103,14 @@ int main(int argc, char** argv) try {
     const auto backward_end = Clock::now();
     sgd.step();
     const auto end = Clock::now();
-    if (s == 0) continue;  // warm-up: first allocations
     const distributed::BackwardTimeline& t = ddp.last_timeline();
+    // The ranks share the machine's steady clock: when did the slowest rank's backward end?
+    const auto since_epoch = [](Clock::time_point p) {
+      return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(p.time_since_epoch()).count());
+    };
+    const Tensor ends = group->allgather(tensor({since_epoch(t.end_of_backward)}, kFloat64));
+    if (s == 0) continue;  // warm-up: first allocations
+    after_slowest_ms.push_back((since_epoch(t.reduced) - max(ends).item()) / 1e6);
     step_ms.push_back(ms(start, end));
     backward_ms.push_back(ms(backward_start, backward_end));
     exposed_ms.push_back(ms(t.end_of_backward, t.reduced));
@@ -113,24 +122,31 @@ int main(int argc, char** argv) try {
     hidden_fraction.push_back(in_flight > 0 ? behind_backward / in_flight : 0);
   }
 
-  // The same buckets reduced alone, one blocking allreduce after another.
+  // The same buckets reduced with nothing to overlap with: as DDP does it (all launched with
+  // allreduce_async, then waited for), and with blocking allreduces one after another.
   std::vector<Tensor> buffers;
   for (const distributed::BucketPlan& b : ddp.buckets()) buffers.push_back(zeros({b.numel}));
-  std::vector<double> alone_ms;
+  std::vector<double> async_alone_ms, blocking_alone_ms;
   for (int s = 0; s < flags.steps; ++s) {
     group->barrier();
-    const auto start = Clock::now();
+    auto start = Clock::now();
+    std::vector<std::unique_ptr<distributed::Work>> works;
+    for (const Tensor& b : buffers) works.push_back(group->allreduce_async(b, distributed::ReduceOp::Avg));
+    for (auto& w : works) w->wait();
+    async_alone_ms.push_back(ms(start, Clock::now()));
+    group->barrier();
+    start = Clock::now();
     for (const Tensor& b : buffers) group->allreduce(b, distributed::ReduceOp::Avg);
-    alone_ms.push_back(ms(start, Clock::now()));
+    blocking_alone_ms.push_back(ms(start, Clock::now()));
   }
 
   if (group->rank() != 0) return 0;
-  const double exposed = median(exposed_ms), alone = median(alone_ms);
   std::printf("bench_ddp: %d ranks, batch %lld per rank, %zu bucket(s) of <= %.2f MiB, %d steps (first dropped)\n",
               group->size(), static_cast<long long>(flags.batch), ddp.buckets().size(), flags.bucket_mib, flags.steps);
-  std::printf("median step %.2f ms, backward %.2f ms, exposed reduction %.2f ms, reduction alone %.2f ms, "
-              "hidden %.0f%%\n",
-              median(step_ms), median(backward_ms), exposed, alone, 100.0 * median(hidden_fraction));
+  std::printf("median step %.2f ms, backward %.2f ms, exposed reduction %.2f ms (%.2f ms after the slower rank's "
+              "backward ended), reduction alone %.2f ms async / %.2f ms blocking, in flight behind backward %.0f%%\n",
+              median(step_ms), median(backward_ms), median(exposed_ms), median(after_slowest_ms),
+              median(async_alone_ms), median(blocking_alone_ms), 100.0 * median(hidden_fraction));
   if (flags.timeline) {
     struct Event {
       double at;

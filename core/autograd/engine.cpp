@@ -8,6 +8,8 @@
 //    shapes]). Free its saved tensors (unless retain_graph), and add each gradient it returns
 //    into the input buffer of the node at the other end of the edge; a gradient that arrives
 //    twice at one input is summed there. A node whose last dependency arrives becomes ready.
+// 4. Once no node is left, run the callbacks queued during the run (Note [End-of-backward
+//    callbacks] in engine.h).
 // Freeing saved tensors as soon as their node ran is what makes live memory fall during the
 // backward instead of staying at the forward's peak until the end.
 #include "core/autograd/engine.h"
