@@ -124,8 +124,8 @@ void DistributedDataParallel::launch_ready_buckets() {
   }
 }
 
-// Notes which launched reductions have finished (they run on the group's communication thread,
-// Note [The communication thread]), for the timeline, and lets their Work go.
+// MPI advances a non-blocking collective only inside MPI calls (Note [Process groups]): each
+// gradient that arrives gives the launched reductions a turn.
 void DistributedDataParallel::poll_launched_buckets() {
   for (size_t b = 0; b < next_launch_; ++b)
     if (buckets_[b].work && buckets_[b].work->test()) {

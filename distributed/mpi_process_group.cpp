@@ -2,14 +2,11 @@
 
 #include <mpi.h>
 
-#include <chrono>
-#include <future>
 #include <string>
 
 #include "core/check.h"
 #include "core/ops.h"
 #include "distributed/collective_check.h"
-#include "distributed/comm_thread.h"
 
 namespace ember::distributed {
 
@@ -26,9 +23,8 @@ void check_mpi(int code, const char* call) {
 }
 
 // MPI lives once per process: initialised on first use, finalised when the program exits
-// (the static below is destroyed then). Collectives run on each group's communication thread,
-// set-up and tear-down on the thread that creates and destroys the group, never two at once
-// (MPI_THREAD_SERIALIZED; Note [The communication thread]).
+// (the static below is destroyed then). Only the thread that initialised it calls MPI
+// (MPI_THREAD_FUNNELED): the training thread, which also runs backward and its hooks.
 struct MpiRuntime {
   bool initialised_here = false;
   MpiRuntime() {
@@ -36,10 +32,8 @@ struct MpiRuntime {
     check_mpi(MPI_Initialized(&initialised), "MPI_Initialized");
     if (initialised) return;
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     initialised_here = true;
-    EMBER_CHECK(provided >= MPI_THREAD_SERIALIZED, "[init_process_group] this MPI provides thread level ", provided,
-                ", below MPI_THREAD_SERIALIZED, which the communication thread needs");
   }
   ~MpiRuntime() {
     int finalised = 0;
@@ -89,28 +83,33 @@ void finish_average(const Tensor& t, ReduceOp op, int size) {
   if (op == ReduceOp::Avg) t.mul_(1.0 / size);
 }
 
-// A reduction queued on the communication thread: done when its task has run there.
 class MpiWork final : public Work {
  public:
-  MpiWork(std::shared_future<void> reduced, Tensor tensor, ReduceOp op, int size)
-      : reduced_(std::move(reduced)), tensor_(std::move(tensor)), op_(op), size_(size) {}
-  // The task holds the buffer's address: it must have run before the tensor may go.
-  ~MpiWork() override { reduced_.wait(); }
+  MpiWork(MPI_Request request, Tensor tensor, ReduceOp op, int size)
+      : request_(request), tensor_(std::move(tensor)), op_(op), size_(size) {}
+  ~MpiWork() override {
+    // A collective cannot be abandoned: wait for it, so the buffer outlives MPI's use of it.
+    if (!done_ && !mpi_finalised()) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
   bool test() override {
-    if (!done_ && reduced_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) finish();
+    if (done_) return true;
+    int flag = 0;
+    check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    if (flag) finish();
     return done_;
   }
   void wait() override {
-    if (!done_) finish();
+    if (done_) return;
+    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    finish();
   }
 
  private:
   void finish() {
-    reduced_.get();  // rethrows the task's Error
     done_ = true;
     finish_average(tensor_, op_, size_);
   }
-  std::shared_future<void> reduced_;
+  MPI_Request request_;
   Tensor tensor_;
   ReduceOp op_;
   int size_;
@@ -127,7 +126,6 @@ class MpiProcessGroup final : public ProcessGroup {
     check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   }
   ~MpiProcessGroup() override {
-    comm_thread_.reset();  // runs what is queued first
     if (!mpi_finalised()) MPI_Comm_free(&comm_);
   }
 
@@ -140,7 +138,9 @@ class MpiProcessGroup final : public ProcessGroup {
     check_reduce_op(tensor, op, "allreduce");
     check_same_call(Collective::Allreduce, tensor, 0);
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
-      comm_thread_->run(reduce_task(buffer, "allreduce"));
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), mpi_count(buffer, "allreduce"), mpi_type(buffer.dtype()),
+                              MPI_SUM, comm_),
+                "MPI_Allreduce");
       finish_average(buffer, op, size_);
     });
   }
@@ -149,7 +149,11 @@ class MpiProcessGroup final : public ProcessGroup {
     check_tensor(tensor, "allreduce_async");
     check_reduce_op(tensor, op, "allreduce_async");
     EMBER_CHECK(tensor.is_contiguous(), "[allreduce_async] the tensor must be contiguous (the result lands in it)");
-    return std::make_unique<MpiWork>(comm_thread_->submit(reduce_task(tensor, "allreduce_async")), tensor, op, size_);
+    MPI_Request request;
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), mpi_count(tensor, "allreduce_async"),
+                             mpi_type(tensor.dtype()), MPI_SUM, comm_, &request),
+              "MPI_Iallreduce");
+    return std::make_unique<MpiWork>(request, tensor, op, size_);
   }
 
   void broadcast(const Tensor& tensor, int root) override {
@@ -157,10 +161,8 @@ class MpiProcessGroup final : public ProcessGroup {
     check_same_call(Collective::Broadcast, tensor, root);
     EMBER_CHECK(root >= 0 && root < size_, "[broadcast] root ", root, " is not a rank of this group of ", size_);
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
-      const int count = mpi_count(buffer, "broadcast");
-      comm_thread_->run([this, data = buffer.raw_data(), count, type = mpi_type(buffer.dtype()), root] {
-        check_mpi(MPI_Bcast(data, count, type, root, comm_), "MPI_Bcast");
-      });
+      check_mpi(MPI_Bcast(buffer.raw_data(), mpi_count(buffer, "broadcast"), mpi_type(buffer.dtype()), root, comm_),
+                "MPI_Bcast");
     });
   }
 
@@ -172,37 +174,23 @@ class MpiProcessGroup final : public ProcessGroup {
     shape.insert(shape.begin(), size_);
     Tensor all = empty(shape, TensorOptions(tensor.dtype()));
     const int count = mpi_count(mine, "allgather");
-    comm_thread_->run([&] {
-      check_mpi(MPI_Allgather(mine.raw_data(), count, mpi_type(mine.dtype()), all.raw_data(), count,
-                              mpi_type(mine.dtype()), comm_),
-                "MPI_Allgather");
-    });
+    check_mpi(MPI_Allgather(mine.raw_data(), count, mpi_type(mine.dtype()), all.raw_data(), count,
+                            mpi_type(mine.dtype()), comm_),
+              "MPI_Allgather");
     return all;
   }
 
-  void barrier() override {
-    comm_thread_->run([this] { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); });
-  }
+  void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
 
  private:
   void check_same_call(Collective collective, const Tensor& tensor, int root) {
     check_same_call_on_all_ranks(collective, tensor, root, size_, [this](const std::vector<int64_t>& words) {
       std::vector<int64_t> all(words.size() * static_cast<size_t>(size_));
-      comm_thread_->run([&] {
-        check_mpi(MPI_Allgather(words.data(), static_cast<int>(words.size()), MPI_INT64_T, all.data(),
-                                static_cast<int>(words.size()), MPI_INT64_T, comm_),
-                  "MPI_Allgather");
-      });
+      check_mpi(MPI_Allgather(words.data(), static_cast<int>(words.size()), MPI_INT64_T, all.data(),
+                              static_cast<int>(words.size()), MPI_INT64_T, comm_),
+                "MPI_Allgather");
       return all;
     });
-  }
-
-  // The sum over the ranks into `buffer`'s memory, as a task for the communication thread. It
-  // captures the address, not the tensor: the caller keeps the tensor alive until it has run.
-  std::function<void()> reduce_task(const Tensor& buffer, const char* api) {
-    return [this, data = buffer.raw_data(), count = mpi_count(buffer, api), type = mpi_type(buffer.dtype())] {
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, count, type, MPI_SUM, comm_), "MPI_Allreduce");
-    };
   }
 
   // Runs `collective` on tensor's memory, or on a contiguous copy that is copied back.
@@ -217,7 +205,6 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  std::unique_ptr<CommThread> comm_thread_ = std::make_unique<CommThread>();
 };
 
 }  // namespace

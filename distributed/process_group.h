@@ -14,9 +14,7 @@
 // DistributedDataParallel launches during backward, where a blocking exchange would stall the
 // backward; DDP checks its buckets' layout once, at construction) and returns a Work to wait on.
 // The backend is a subclass: MpiProcessGroup (CPU tensors, Open MPI) is built when MPI is found
-// (EMBER_MPI) and runs its MPI calls on a thread of its own (Note [The communication thread]), so
-// an asynchronous reduction progresses while the caller computes; an NCCL backend for CUDA
-// tensors would be another subclass behind Backend::NCCL.
+// (EMBER_MPI); an NCCL backend for CUDA tensors would be another subclass behind Backend::NCCL.
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,7 +33,8 @@ const char* backend_name(Backend backend);
 class Work {
  public:
   virtual ~Work() = default;
-  // Whether the collective has finished, without waiting (then the tensor holds the result).
+  // Lets the collective progress and says whether it has finished (MPI moves a non-blocking
+  // collective forward only inside MPI calls, so a caller with other work polls this).
   virtual bool test() = 0;
   // Blocks until the collective has finished and the tensor holds its result.
   virtual void wait() = 0;
