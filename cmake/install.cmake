@@ -26,8 +26,13 @@ if(EMBER_WITH_CUDA)
   list(APPEND EMBER_HEADER_DIRS cuda)
   list(APPEND EMBER_INSTALLED_TARGETS ember_cuda)
 endif()
+if(EMBER_WITH_MPI)
+  list(APPEND EMBER_HEADER_DIRS distributed)
+  list(APPEND EMBER_INSTALLED_TARGETS ember_distributed)
+endif()
 
-# Installed as ember::ember (the one to link), ember::ember_lib, ember::ember_core, ember::ember_cuda.
+# Installed as ember::ember (the one to link), ember::ember_lib, ember::ember_core, ember::ember_cuda,
+# and ember::distributed (linked as well by programs that use distributed/, when built with MPI).
 install(TARGETS ${EMBER_INSTALLED_TARGETS} EXPORT emberTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${EMBER_INSTALL_HEADERDIR})

@@ -86,18 +86,21 @@ DataLoader::Epoch::Epoch(std::shared_ptr<const Dataset> dataset, const DataLoade
     : dataset_(std::move(dataset)), transform_(options.transform_), batch_size_(options.batch_size_) {
   // The epoch's two keys, both from one Philox block of (seed, epoch): one orders, one augments.
   const philox::Block keys = philox::generate(options.seed_, static_cast<uint64_t>(epoch));
-  const uint64_t shuffle_key = (uint64_t{keys.v[0]} << 32) | keys.v[1];
   augment_key_ = (uint64_t{keys.v[2]} << 32) | keys.v[3];
 
   const int64_t n = dataset_->size();
-  order_.resize(static_cast<size_t>(n));
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (options.shuffle_) {
-    RandomStream stream(shuffle_key, 0);
-    for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
-      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(stream.below(i + 1))]);
+  if (options.sampler_) {
+    order_ = options.sampler_->indices(n, epoch);
+    for (int64_t index : order_)
+      EMBER_CHECK(index >= 0 && index < n, "[DataLoader] the sampler gave index ", index, " for a data set of ", n,
+                  " examples");
+  } else if (options.shuffle_) {
+    order_ = shuffled_indices(n, epoch_shuffle_key(options.seed_, epoch));
+  } else {
+    order_.resize(static_cast<size_t>(n));
+    std::iota(order_.begin(), order_.end(), int64_t{0});
   }
-  num_batches_ = batches_per_epoch(n, options);
+  num_batches_ = batches_per_epoch(static_cast<int64_t>(order_.size()), options);
 
   // More workers than batches, or a ring longer than the epoch, would only sit idle; capping
   // both keeps a huge num_workers or prefetch from starting threads or allocating slots for nothing.
@@ -196,10 +199,15 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   EMBER_CHECK(options_.num_workers_ >= 0, "[DataLoader] num_workers must not be negative, got ",
               options_.num_workers_);
   EMBER_CHECK(options_.prefetch_ >= 1, "[DataLoader] prefetch must be positive, got ", options_.prefetch_);
+  EMBER_CHECK(!(options_.sampler_ && options_.shuffle_), "[DataLoader] shuffle and a sampler both set the order: "
+              "leave shuffle off and let the sampler shuffle");
 }
 
 DataLoader::Iterator DataLoader::begin() { return Iterator(std::make_shared<Epoch>(dataset_, options_, epoch_++)); }
 
-int64_t DataLoader::size() const { return batches_per_epoch(dataset_->size(), options_); }
+int64_t DataLoader::size() const {
+  const int64_t n = dataset_->size();
+  return batches_per_epoch(options_.sampler_ ? options_.sampler_->length(n) : n, options_);
+}
 
 }  // namespace ember::data

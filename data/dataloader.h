@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "data/transforms.h"
 
 namespace ember::data {
@@ -36,6 +37,9 @@ struct DataLoaderOptions {
   template <std::derived_from<Transform> T>
   DataLoaderOptions& transform(T t) { return transform(std::make_shared<T>(std::move(t))); }
 
+  // Which examples each epoch visits, in which order (Note [Samplers]); replaces shuffle, which
+  // must then be off (a DistributedSampler shuffles itself).
+  DataLoaderOptions& sampler(std::shared_ptr<const Sampler> s) { sampler_ = std::move(s); return *this; }
   int64_t batch_size_ = 1;
   bool shuffle_ = false;
   uint64_t seed_ = 0;
@@ -43,6 +47,7 @@ struct DataLoaderOptions {
   int num_workers_ = 0;
   int prefetch_ = 2;
   std::shared_ptr<const Transform> transform_;
+  std::shared_ptr<const Sampler> sampler_;
 };
 
 class DataLoader {

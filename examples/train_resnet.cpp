@@ -4,10 +4,12 @@
 //   --checkpoint blocks     each BasicBlock checkpointed (utils::checkpoint_modules)
 //   --checkpoint sqrt       the nine blocks in sqrt(9) = 3 segments (utils::checkpoint_sequential)
 //   --checkpoint budget=MB  segments chosen by the planner to fit a training step into MB
+// Data-parallel over processes: mpirun -np 2 ./train_resnet --distributed (examples/distributed_training.h).
 // The last line printed is machine-readable (result test_acc=... peak_bytes=... step_ms=...).
 #include <cstdio>
 
 #include "examples/checkpoint_mode.h"
+#include "examples/distributed_training.h"
 #include "examples/models.h"
 #include "examples/training.h"
 #include "optim/sgd.h"
@@ -22,7 +24,9 @@ int main(int argc, char** argv) {
   double momentum = 0.9, weight_decay = 5e-4;
   bool augment = true;
   std::string checkpoint = "none";
+  bool distributed = false;
   examples::add_common_flags(app, config);
+  examples::add_distributed_flag(app, distributed);
   app.add_option("--momentum", momentum, "SGD momentum")->check(examples::kNonNegative)->capture_default_str();
   app.add_option("--weight-decay", weight_decay, "SGD weight decay")
       ->check(examples::kNonNegative)
@@ -31,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
   return examples::run_main(app, argc, argv, "train_resnet", [&] {
     const examples::CheckpointMode mode = examples::parse_checkpoint_mode(checkpoint, "train_resnet");
+    examples::DistributedTraining ranks(distributed, config);
     const Device device = examples::setup(config);
     examples::Loaders data = examples::fashion_mnist_loaders(config, augment);
     examples::ResNet20 model;
@@ -39,13 +44,14 @@ int main(int argc, char** argv) {
                          optim::SGDOptions(config.lr).momentum(momentum).weight_decay(weight_decay));
     optim::CosineAnnealingLR schedule(optimizer, config.epochs * data.train->size());
     Tensor sample = randn({config.batch_size, 1, 28, 28}, TensorOptions(kFloat32).with_device(device));
-    examples::Forward forward = examples::checkpointed_forward(
+    examples::Forward forward = ranks.wrap(model, examples::checkpointed_forward(
         {model, model.blocks, [&model](const Tensor& x) { return model.stem_forward(x); },
          [&model](const Tensor& h) { return model.head_forward(h); }},
-        mode, sample);
+        mode, sample));
     sample = Tensor();
     examples::RunResult r =
         examples::fit(model, forward, optimizer, &schedule, *data.train, *data.test, config, "train_resnet");
-    std::printf("%s\n", examples::result_line(r, "model=resnet20 checkpoint=" + checkpoint).c_str());
+    if (config.main_process())
+      std::printf("%s\n", examples::result_line(r, "model=resnet20 checkpoint=" + checkpoint).c_str());
   });
 }

@@ -149,7 +149,12 @@ Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {
   const data::Normalize normalize({0.2860}, {0.3530});
   std::shared_ptr<const data::Dataset> train = std::make_shared<data::FashionMNIST>(c.data, /*train=*/true);
   if (c.train_limit > 0) train = std::make_shared<data::Subset>(train, c.train_limit);
-  auto train_options = data::DataLoaderOptions().batch_size(c.batch_size).shuffle(true).seed(c.seed).num_workers(c.workers);
+  auto train_options = data::DataLoaderOptions().batch_size(c.batch_size).seed(c.seed).num_workers(c.workers);
+  if (c.world_size > 1)
+    train_options.sampler(std::make_shared<data::DistributedSampler>(c.world_size, c.rank,
+                                                                    data::DistributedSamplerOptions{.seed = c.seed}));
+  else
+    train_options.shuffle(true);
   if (augment) train_options.transform(data::Compose(data::RandomCrop(28, 2), data::RandomHorizontalFlip(), normalize));
   else train_options.transform(normalize);
   auto test_options = data::DataLoaderOptions().batch_size(256).num_workers(c.workers).transform(normalize);
@@ -191,9 +196,10 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   const Device device(c.device);
   const std::string checkpoint_path =
       c.checkpoint_path.empty() ? program + "_checkpoint.safetensors" : c.checkpoint_path;
+  const bool main = c.main_process();  // the rank that prints, evaluates and saves
   // Fail now rather than after the training the save was for.
-  if (!c.save.empty()) utils::check_can_save(c.save, program);
-  if (c.save_every > 0) utils::check_can_save(checkpoint_path, program);
+  if (main && !c.save.empty()) utils::check_can_save(c.save, program);
+  if (main && c.save_every > 0) utils::check_can_save(checkpoint_path, program);
   const TrainingState state{model, optimizer, scheduler, train};
   // A resumed run must see the data in the same order (Note [Training checkpoints]).
   const nn::Metadata run{{"program", program},
@@ -207,13 +213,16 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     done = load_training_checkpoint(c.resume, state, run);
     EMBER_CHECK(done.epochs < c.epochs, "[", program, "] ", c.resume, " has already trained ", done.epochs,
                 " epoch(s), and --epochs is ", c.epochs, ": nothing left to train");
-    std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(done.epochs));
+    if (main) std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(done.epochs));
   }
 
   const std::string csv_path = c.csv.empty() ? program + "_metrics.csv" : c.csv;
-  std::ofstream csv(csv_path);
-  EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
-  csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
+  std::ofstream csv;
+  if (main) {
+    csv.open(csv_path);
+    EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
+    csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
+  }
 
   int64_t step_peak = 0;
   for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
@@ -242,13 +251,19 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       correct += correct_targets(logits, y);
       seen += n;
       ++done.steps;
-      bar.update(++batch_index, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
+      ++batch_index;
+      if (main) bar.update(batch_index, loss_sum / static_cast<double>(seen), static_cast<double>(correct) / static_cast<double>(seen), seen);
       wait_start = Clock::now();
     }
     const double epoch_seconds = seconds_since(epoch_start);
     done.train_seconds += epoch_seconds;
     done.wait_seconds += epoch_wait;
     done.images += seen;
+    if (!main) {  // training only; rank 0 reports
+      done.epochs = epoch;
+      done.wall_seconds += seconds_since(epoch_start);
+      continue;
+    }
     const Evaluation tested = evaluate(model, test, device);
     done.test_loss = tested.loss;
     done.test_acc = tested.accuracy;
@@ -280,6 +295,7 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   r.data_wait_pct = done.train_seconds > 0 ? 100.0 * done.wait_seconds / done.train_seconds : 0;
   r.peak_bytes = done.peak_bytes;
   r.step_peak_bytes = step_peak;
+  if (!main) return r;
   if (!c.save.empty()) {
     nn::save(model, c.save);
     std::printf("saved the trained weights to %s\n", c.save.c_str());

@@ -30,6 +30,11 @@ struct TrainConfig {
   std::string checkpoint_path;  // where; empty: <program>_checkpoint.safetensors
   std::string resume;           // a training checkpoint to continue from
   std::string unit = "img";     // what one target is, for the progress bar's rate ("tok" for a language model)
+  // --distributed (examples/distributed_training.h): this process's rank among world_size. Each
+  // rank trains on its shard of the training set; rank 0 alone prints, evaluates and saves.
+  int rank = 0;
+  int world_size = 1;
+  bool main_process() const { return rank == 0; }
 };
 
 // Flag checks that say what they want. (CLI11's PositiveNumber lets nan through.)
@@ -62,7 +67,8 @@ Device setup(const TrainConfig& config);
 
 // Fashion-MNIST loaders: the training set (shuffled with config.seed, its first
 // config.train_limit images when set, with RandomCrop(28, padding 2) and horizontal flips when
-// `augment`) and the test set, both normalised with the training set's mean and std.
+// `augment`; with config.world_size > 1 this rank's shard of it, a DistributedSampler's) and the
+// test set, both normalised with the training set's mean and std.
 struct Loaders {
   std::unique_ptr<data::DataLoader> train, test;
 };
@@ -98,6 +104,8 @@ Tensor target_loss(const Tensor& output, const Tensor& target);
 // highest. Prints a progress bar per epoch and a summary. Checks
 // first that the weights and checkpoints can be saved where asked; with config.resume, continues
 // after the checkpoint's last epoch; with config.save_every, saves a checkpoint every N epochs.
+// On a rank other than 0 (--distributed) it only trains: no output, evaluation, metrics or saves;
+// the result it returns then holds the training timings alone.
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
 

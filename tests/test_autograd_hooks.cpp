@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/autograd/engine.h"
@@ -219,4 +220,37 @@ TEST(HooksAndCheckpointing, BehaveAsWithoutCheckpointing) {
     testutil::expect_near(inner.grad(), dh);
     testutil::expect_near(w.grad(), dw);
   }
+}
+
+// Note [End-of-backward callbacks]: queued from a hook, the callback runs once, after the last
+// node (every .grad is filled by then), in the order queued, before backward() returns.
+TEST(QueueCallback, RunsAfterTheLastNodeInOrder) {
+  Tensor a = tensor({1, 2}).requires_grad_();
+  Tensor b = tensor({3, 4}).requires_grad_();
+  std::vector<std::string> events;
+  a.register_hook([&](const Tensor&) {
+    events.push_back("hook a");
+    autograd::queue_callback([&] {
+      events.push_back(b.grad().defined() && a.grad().defined() ? "first, grads filled" : "first, too early");
+      autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+    });
+    autograd::queue_callback([&] { events.push_back("second"); });
+    return Tensor();
+  });
+  b.register_hook([&](const Tensor&) {
+    events.push_back("hook b");
+    return Tensor();
+  });
+  (a * b).sum().backward();
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[2], "first, grads filled");
+  EXPECT_EQ(events[3], "second");
+  EXPECT_EQ(events[4], "queued by a callback");
+  events.clear();
+  (a * b).sum().backward();  // the callbacks belonged to the first backward only
+  EXPECT_EQ(events.size(), 5u);
+}
+
+TEST(QueueCallback, OutsideABackwardIsAnError) {
+  expect_error([] { autograd::queue_callback([] {}); }, "[queue_callback] called outside a backward");
 }

@@ -818,3 +818,67 @@ TEST(DataLoader, FashionMNISTBatches) {
   EXPECT_EQ(n, 60000);
   EXPECT_EQ(batches, 469);
 }
+
+// Note [Distributed sampling]: disjoint shards that cover the data set, the same length on
+// every rank, reshuffled per epoch from the shared seed.
+TEST(DistributedSampler, ShardsAreDisjointAndCoverTheDataSet) {
+  for (int64_t n : {12, 10}) {
+    std::vector<int64_t> seen;
+    for (int rank = 0; rank < 3; ++rank) {
+      data::DistributedSampler sampler(3, rank, {.shuffle = true, .seed = 5});
+      std::vector<int64_t> mine = sampler.indices(n, 0);
+      EXPECT_EQ(static_cast<int64_t>(mine.size()), 4);
+      EXPECT_EQ(sampler.length(n), 4);
+      seen.insert(seen.end(), mine.begin(), mine.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    std::vector<int64_t> distinct(seen.begin(), std::unique(seen.begin(), seen.end()));
+    EXPECT_EQ(static_cast<int64_t>(distinct.size()), n);  // every example, and with 10 two padded twice
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), 12);
+  }
+}
+
+TEST(DistributedSampler, DropLastCutsToEqualShards) {
+  std::set<int64_t> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    data::DistributedSampler sampler(3, rank, {.shuffle = false, .drop_last = true});
+    std::vector<int64_t> mine = sampler.indices(10, 0);
+    ASSERT_EQ(mine.size(), 3u);
+    EXPECT_EQ(mine[0], rank);  // unshuffled: rank r takes r, r + 3, r + 6
+    EXPECT_EQ(mine[2], rank + 6);
+    seen.insert(mine.begin(), mine.end());
+  }
+  EXPECT_EQ(seen.size(), 9u);
+  EXPECT_EQ(seen.count(9), 0u);
+}
+
+TEST(DistributedSampler, ReshufflesPerEpochTheSameOnEveryRank) {
+  data::DistributedSampler rank0(2, 0, {.seed = 3}), again(2, 0, {.seed = 3}), rank1(2, 1, {.seed = 3});
+  EXPECT_EQ(rank0.indices(100, 1), again.indices(100, 1));
+  EXPECT_NE(rank0.indices(100, 0), rank0.indices(100, 1));
+  std::vector<int64_t> a = rank0.indices(100, 1), b = rank1.indices(100, 1);
+  std::set<int64_t> both(a.begin(), a.end());
+  both.insert(b.begin(), b.end());
+  EXPECT_EQ(both.size(), 100u);
+}
+
+TEST(DistributedSampler, DrivesTheDataLoaderAndItsEpochs) {
+  auto set = std::make_shared<data::TensorDataset>(arange(10, kFloat32).reshape({10, 1}), arange(10, kInt64));
+  auto sampler = std::make_shared<data::DistributedSampler>(2, 1, data::DistributedSamplerOptions{.seed = 9});
+  data::DataLoader loader(set, data::DataLoaderOptions().batch_size(2).sampler(sampler));
+  EXPECT_EQ(loader.size(), 3);
+  for (int64_t epoch : {0, 1}) {
+    std::vector<int64_t> got;
+    for (data::Batch& batch : loader)
+      for (int64_t v : batch.target.to_vector<int64_t>()) got.push_back(v);
+    EXPECT_EQ(got, sampler->indices(10, epoch));
+  }
+  loader.set_epoch(0);
+  std::vector<int64_t> first;
+  for (data::Batch& batch : loader)
+    for (int64_t v : batch.target.to_vector<int64_t>()) first.push_back(v);
+  EXPECT_EQ(first, sampler->indices(10, 0));
+  expect_error([&] { data::DataLoader(set, data::DataLoaderOptions().shuffle(true).sampler(sampler)); },
+               {"[DataLoader] shuffle and a sampler both set the order"});
+  expect_error([] { data::DistributedSampler(2, 2); }, {"[DistributedSampler] rank 2 is not in [0, 2)"});
+}

@@ -8,6 +8,8 @@
 //    shapes]). Free its saved tensors (unless retain_graph), and add each gradient it returns
 //    into the input buffer of the node at the other end of the edge; a gradient that arrives
 //    twice at one input is summed there. A node whose last dependency arrives becomes ready.
+// 4. Once no node is left, run the callbacks queued during the run (Note [End-of-backward
+//    callbacks] in engine.h).
 // Freeing saved tensors as soon as their node ran is what makes live memory fall during the
 // backward instead of staying at the forward's peak until the end.
 #include "core/autograd/engine.h"
@@ -21,11 +23,21 @@
 #include "core/autograd/node.h"
 #include "core/autograd/op_label.h"
 #include "core/ops.h"
+#include "core/scoped_value.h"
 
 namespace ember::autograd {
 
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
+// The callbacks of the innermost backward running on this thread (Note [End-of-backward callbacks]).
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+}
+
+void queue_callback(std::function<void()> fn) {
+  EMBER_CHECK(current_callbacks, "[queue_callback] called outside a backward: a callback runs when the backward "
+              "now running finishes");
+  EMBER_CHECK(fn, "[queue_callback] the callback is empty");
+  current_callbacks->push_back(std::move(fn));
 }
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
@@ -93,6 +105,8 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
          const std::vector<Edge>* captures, std::vector<Tensor>* captured) {
   NoGradGuard no_grad;
   OpLabelGuard in_backward(nullptr, true);  // frees between nodes count as backward too
+  std::vector<std::function<void()>> callbacks;
+  ScopedValue<std::vector<std::function<void()>>*> callbacks_of_this_run(current_callbacks, &callbacks);
   std::unordered_map<Node*, int> dependencies;
   {
     std::vector<Node*> stack;
@@ -163,6 +177,11 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
       if (i < outputs.size() && outputs[i].defined()) accumulate_into(buffer_of(e.node.get())[e.input_nr], outputs[i]);
       if (--dependencies[e.node.get()] == 0) ready.push(e.node.get());
     }
+  }
+  // By index: a callback may queue another, which push_back may move the vector for.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> fn = std::move(callbacks[i]);
+    fn();
   }
 }
 

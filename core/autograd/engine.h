@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -14,5 +15,15 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 // reachable from the outputs.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
+
+// Note [End-of-backward callbacks]
+// queue_callback(fn), called while a backward runs (from a hook or a backward formula), runs fn
+// on this thread once that backward's last node has run, before backward() returns; callbacks
+// run in the order queued, and one may queue another. It is how something started during
+// backward is finished in time: DistributedDataParallel waits there for the gradient reductions
+// it launched from the leaves' hooks, so .grad holds the averaged gradients when backward()
+// returns. The callbacks belong to the innermost backward running on this thread (a backward
+// started inside a hook has its own). Outside a backward it is an error.
+void queue_callback(std::function<void()> fn);
 
 }  // namespace ember::autograd
