@@ -1,10 +1,8 @@
 #include "core/tensor.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <sstream>
 
 #include "core/autograd/engine.h"
@@ -14,27 +12,6 @@
 #include "core/ops.h"
 
 namespace ember {
-
-Device::Device(const std::string& spec) {
-  if (spec == "cpu") {
-    *this = kCPU;
-  } else if (spec.rfind("cuda", 0) == 0) {
-    type = DeviceType::CUDA;
-    index = 0;
-    if (spec.size() > 4) {
-      // from_chars, unlike std::stoi, reports a bad or out-of-range number instead of throwing a
-      // standard exception; the whole rest must be the number ("cuda:1x" is not cuda:1).
-      const char* first = spec.data() + 5;
-      const char* last = spec.data() + spec.size();
-      const auto [end, error] = std::from_chars(first, last, index);
-      EMBER_CHECK(spec[4] == ':' && first != last && *first != '-' && error == std::errc() && end == last,
-                  "[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N with N in [0, ",
-                  std::numeric_limits<int>::max(), "])");
-    }
-  } else {
-    EMBER_FAIL("[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
-  }
-}
 
 // --- metadata ---
 const Shape& Tensor::shape() const { return impl_->shape; }
