@@ -13,9 +13,9 @@
 //
 // This header is only the hook: the interface, its thread-local slot and run_observed, which
 // Function::apply (core/autograd/function.h) calls. It lives in core because apply does, and
-// core never includes utils; the observers themselves belong to their users, which include this
-// one: the checkpoint Recorder and Replayer in utils/checkpoint.cpp, the layer profiler's
-// WorkCounter in utils/layer_profile.cpp.
+// core never includes utils. The observers live with the code that installs them, in utils: the
+// checkpoint Recorder and Replayer (utils/checkpoint.cpp) and the layer profiler's WorkCounter
+// (utils/layer_profile.cpp).
 #include <optional>
 #include <vector>
 
