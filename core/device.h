@@ -20,12 +20,12 @@ struct Device {
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
   bool operator==(const Device&) const = default;
-  std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+  std::string str() const;  // the spec Device(spec) parses: "cpu", "cuda:1"
 };
 
 inline constexpr Device kCPU{DeviceType::CPU, 0};
 inline constexpr Device kCUDA{DeviceType::CUDA, 0};
 
-inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const Device& d);
 
 }  // namespace ember

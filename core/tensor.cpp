@@ -1,40 +1,14 @@
 #include "core/tensor.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <limits>
-#include <sstream>
 
 #include "core/autograd/engine.h"
 #include "core/autograd/node.h"
-#include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 
 namespace ember {
-
-Device::Device(const std::string& spec) {
-  if (spec == "cpu") {
-    *this = kCPU;
-  } else if (spec.rfind("cuda", 0) == 0) {
-    type = DeviceType::CUDA;
-    index = 0;
-    if (spec.size() > 4) {
-      // from_chars, unlike std::stoi, reports a bad or out-of-range number instead of throwing a
-      // standard exception; the whole rest must be the number ("cuda:1x" is not cuda:1).
-      const char* first = spec.data() + 5;
-      const char* last = spec.data() + spec.size();
-      const auto [end, error] = std::from_chars(first, last, index);
-      EMBER_CHECK(spec[4] == ':' && first != last && *first != '-' && error == std::errc() && end == last,
-                  "[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N with N in [0, ",
-                  std::numeric_limits<int>::max(), "])");
-    }
-  } else {
-    EMBER_FAIL("[device] cannot parse device '", spec, "' (expected cpu, cuda or cuda:N)");
-  }
-}
 
 // --- metadata ---
 const Shape& Tensor::shape() const { return impl_->shape; }
@@ -227,132 +201,6 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
     off += i * impl_->strides[d++];
   }
   return make_view(*this, {}, {}, off).item();
-}
-
-// --- printing ---
-namespace {
-
-struct Formatter {
-  bool floating;
-  bool integral_values = true;
-  bool scientific = false;
-  int width = 1;
-
-  std::string format(double v) const {
-    char buf[64];
-    if (!floating) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-    else if (std::isnan(v)) std::snprintf(buf, sizeof buf, "nan");
-    else if (std::isinf(v)) std::snprintf(buf, sizeof buf, v > 0 ? "inf" : "-inf");
-    else if (scientific) std::snprintf(buf, sizeof buf, "%.4e", v);
-    else if (integral_values) std::snprintf(buf, sizeof buf, "%.0f.", v);
-    else std::snprintf(buf, sizeof buf, "%.4f", v);
-    return buf;
-  }
-};
-
-constexpr int64_t kSummarizeAbove = 1000;
-constexpr int64_t kEdgeItems = 3;
-
-void print_rec(std::ostringstream& os, const Tensor& t, const std::vector<double>& values,
-               const Shape& strides, int64_t base, size_t depth, const Formatter& f, bool summarize) {
-  const Shape& shape = t.shape();
-  if (depth == shape.size()) {
-    std::string s = f.format(values[static_cast<size_t>(base)]);
-    os << std::string(static_cast<size_t>(std::max<int>(0, f.width - static_cast<int>(s.size()))), ' ') << s;
-    return;
-  }
-  int64_t n = shape[depth];
-  bool cut = summarize && n > 2 * kEdgeItems;
-  os << '[';
-  for (int64_t i = 0; i < n; ++i) {
-    if (cut && i == kEdgeItems) {
-      os << (depth + 1 == shape.size() ? "..., " : "...,\n" + std::string(7 + depth + 1, ' '));
-      i = n - kEdgeItems;
-    }
-    print_rec(os, t, values, strides, base + i * strides[depth], depth + 1, f, summarize);
-    if (i + 1 < n) {
-      if (depth + 1 == shape.size()) {
-        os << ", ";
-      } else {
-        os << ',' << std::string(shape.size() - depth - 1, '\n') << std::string(7 + depth + 1, ' ');
-      }
-    }
-  }
-  os << ']';
-}
-
-}  // namespace
-
-std::string Tensor::str() const {
-  if (!defined()) return "tensor(undefined)";
-  std::vector<double> values = to_vector<double>();
-  Formatter f{is_floating(dtype())};
-  double max_abs = 0, min_abs = INFINITY;
-  for (double v : values) {
-    if (!std::isfinite(v)) continue;
-    if (v != std::floor(v)) f.integral_values = false;
-    max_abs = std::max(max_abs, std::fabs(v));
-    if (v != 0) min_abs = std::min(min_abs, std::fabs(v));
-  }
-  f.scientific = f.floating && (max_abs >= 1e8 || (!f.integral_values && min_abs < 1e-4));
-  for (double v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
-
-  std::ostringstream os;
-  os << "tensor(";
-  if (dim() == 0) {
-    os << f.format(values[0]);
-  } else if (numel() == 0) {
-    os << "[]";
-  } else {
-    print_rec(os, *this, values, contiguous_strides(shape()), 0, 0, f, numel() > kSummarizeAbove);
-  }
-  if (numel() == 0 && dim() > 1) os << ", size=" << shape_str(shape());
-  if (dtype() != kFloat32 && dtype() != kInt64) os << ", dtype=" << dtype_name(dtype());
-  if (device().is_cuda()) os << ", device='" << device().str() << "'";
-  if (grad_fn()) os << ", grad_fn=<" << grad_fn()->name() << ">";
-  else if (requires_grad()) os << ", requires_grad=True";
-  os << ')';
-  return os.str();
-}
-
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
-
-// --- random factories ---
-namespace {
-Tensor random_tensor(kernels::RandomKind kind, const Shape& shape, TensorOptions options, double a, double b) {
-  EMBER_CHECK(is_floating(options.dtype), "[rand] expects a floating point dtype, got ", options.dtype);
-  const bool wants_grad = options.requires_grad;
-  Tensor t = empty(shape, options.with_requires_grad(false));
-  if (t.numel() > 0) {
-    auto [seed, offset] = default_generator(t.device()).reserve(static_cast<uint64_t>(t.numel()));
-    kernels::random[t.device()](kind, t, seed, offset, a, b);
-  }
-  if (wants_grad) t.requires_grad_();
-  return t;
-}
-}  // namespace
-
-Tensor rand(const Shape& shape, TensorOptions options) {
-  return random_tensor(kernels::RandomKind::Uniform, shape, options, 0.0, 1.0);
-}
-
-Tensor randn(const Shape& shape, TensorOptions options) {
-  return random_tensor(kernels::RandomKind::Normal, shape, options, 0.0, 1.0);
-}
-
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
-  EMBER_CHECK(low < high, "[randint] low (", low, ") must be less than high (", high, ")");
-  // The draw goes through doubles, which hold every integer only up to 2^53: past that, values
-  // would repeat or leave [low, high) (and high - low could overflow int64).
-  constexpr int64_t kExact = int64_t{1} << 53;
-  EMBER_CHECK(low >= -kExact && high <= kExact, "[randint] low (", low, ") and high (", high, ") must be within [",
-              -kExact, ", ", kExact, "], where doubles hold every integer");
-  Tensor u = random_tensor(kernels::RandomKind::Uniform, shape, TensorOptions(kFloat64).with_device(options.device),
-                           static_cast<double>(low), static_cast<double>(high));
-  // floor() of a uniform in [low, high) is uniform over the integers. The int64 cast truncates
-  // toward zero, which is floor for non-negative values, hence the shift to [0, high - low).
-  Tensor offset = (u - static_cast<double>(low)).to(kInt64);
-  return (offset + scalar_tensor(static_cast<double>(low), kInt64)).to(options.dtype);
 }
 
 }  // namespace ember

@@ -125,7 +125,7 @@ class Tensor {
   Tensor mean(const Shape& dims, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
 
-  std::string str() const;  // PyTorch-style printing
+  std::string str() const;  // PyTorch-style printing (core/tensor_print.cpp)
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -179,7 +179,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
 Tensor from_buffer(const void* data, const Shape& shape, DType dtype, TensorOptions options = {});
 Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});  // 1-D
 
-// Random factories draw from the default generator of options.device (see generator.h).
+// Random factories draw from the default generator of options.device (see generator.h); they
+// live with the other random ops in core/ops/random.cpp.
 Tensor rand(const Shape& shape, TensorOptions options = {});
 Tensor randn(const Shape& shape, TensorOptions options = {});
 // Integers uniform in [low, high); low and high must lie within +-2^53 (the draw goes through doubles).

@@ -41,9 +41,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/graph_region.h"
+#include "core/autograd/op_observer.h"
 #include "core/autograd/recompute.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"

@@ -56,7 +56,6 @@
 // shape throws an ember::Error naming the op, the input index and both shapes. Inputs that need
 // no gradient are dropped unchecked. This catches a wrong formula at the node that produced it,
 // not three nodes later.
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -65,6 +64,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/autograd/op_label.h"
+#include "core/autograd/op_observer.h"
 #include "core/autograd/saved_tensor.h"
 
 namespace ember::autograd {
@@ -171,32 +171,6 @@ struct FunctionNode final : Node {
   int outputs = 1;                      // Note [Multi-output functions]
 };
 
-// Note [Op observers]
-// A thread-local observer sees every op applied on this thread that records into the autograd
-// graph: before it runs (with its tensor arguments) and after (with its output). Returning a tensor from before() skips the op and uses
-// that tensor as its output. Selective activation checkpointing uses this to keep the outputs of
-// expensive ops in the forward and to replay them instead of recomputing them. Only top-level
-// recording ops are observed: ops that an op runs inside its own forward are not, so skipping an
-// op never changes which ops the observer sees next, and neither are side computations under
-// NoGradGuard (BatchNorm's running statistics), which a recompute legitimately skips. Neither
-// are multi-output ops (Note [Multi-output functions]): an observer deals in one output per op,
-// so selective checkpointing never keeps them and recomputes them like any op it does not keep.
-struct OpObserver {
-  virtual ~OpObserver() = default;
-  virtual std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) = 0;
-  virtual void after(const char* op, const Tensor& output) = 0;
-};
-
-namespace detail {
-inline thread_local OpObserver* op_observer = nullptr;
-}
-
-// Installs an observer (or none) for the guard's lifetime.
-class OpObserverGuard : ScopedValue<OpObserver*> {
- public:
-  explicit OpObserverGuard(OpObserver* observer) : ScopedValue(detail::op_observer, observer) {}
-};
-
 namespace detail {
 
 inline void collect_tensors(std::vector<Tensor>&) {}
@@ -261,18 +235,11 @@ struct Function {
     if constexpr (kMultiOutput) {
       return run(args...);  // not observed: Note [Op observers]
     } else {
-      OpObserver* observer = detail::op_observer;
+      OpObserver* observer = detail::op_observer;  // Note [Op observers]
       if (!observer || !is_grad_enabled() || !detail::any_requires_grad(args...)) return run(args...);
       std::vector<Tensor> tensors;
       detail::collect_tensors(tensors, args...);
-      if (std::optional<Tensor> replayed = observer->before(Op::name, tensors)) return *replayed;
-      Tensor out;
-      {
-        OpObserverGuard top_level_only(nullptr);  // ops an op runs inside itself are its business
-        out = run(args...);
-      }
-      observer->after(Op::name, out);
-      return out;
+      return detail::run_observed(*observer, Op::name, tensors, [&] { return run(args...); });
     }
   }
 

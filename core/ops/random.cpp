@@ -1,10 +1,51 @@
-// Ops that draw random numbers: dropout.
+// Ops that draw random numbers: the factories rand, randn and randint, and dropout.
 #include "core/autograd/function.h"
+#include "core/generator.h"
+#include "core/kernels.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
 
+// --- random factories ---
+namespace {
+Tensor random_tensor(kernels::RandomKind kind, const Shape& shape, TensorOptions options, double a, double b) {
+  EMBER_CHECK(is_floating(options.dtype), "[rand] expects a floating point dtype, got ", options.dtype);
+  const bool wants_grad = options.requires_grad;
+  Tensor t = empty(shape, options.with_requires_grad(false));
+  if (t.numel() > 0) {
+    auto [seed, offset] = default_generator(t.device()).reserve(static_cast<uint64_t>(t.numel()));
+    kernels::random[t.device()](kind, t, seed, offset, a, b);
+  }
+  if (wants_grad) t.requires_grad_();
+  return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, TensorOptions options) {
+  return random_tensor(kernels::RandomKind::Uniform, shape, options, 0.0, 1.0);
+}
+
+Tensor randn(const Shape& shape, TensorOptions options) {
+  return random_tensor(kernels::RandomKind::Normal, shape, options, 0.0, 1.0);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
+  EMBER_CHECK(low < high, "[randint] low (", low, ") must be less than high (", high, ")");
+  // The draw goes through doubles, which hold every integer only up to 2^53: past that, values
+  // would repeat or leave [low, high) (and high - low could overflow int64).
+  constexpr int64_t kExact = int64_t{1} << 53;
+  EMBER_CHECK(low >= -kExact && high <= kExact, "[randint] low (", low, ") and high (", high, ") must be within [",
+              -kExact, ", ", kExact, "], where doubles hold every integer");
+  Tensor u = random_tensor(kernels::RandomKind::Uniform, shape, TensorOptions(kFloat64).with_device(options.device),
+                           static_cast<double>(low), static_cast<double>(high));
+  // floor() of a uniform in [low, high) is uniform over the integers. The int64 cast truncates
+  // toward zero, which is floor for non-negative values, hence the shift to [0, high - low).
+  Tensor offset = (u - static_cast<double>(low)).to(kInt64);
+  return (offset + scalar_tensor(static_cast<double>(low), kInt64)).to(options.dtype);
+}
+
+// --- dropout ---
 using autograd::Ctx;
 using autograd::Function;
 using autograd::Grads;
