@@ -24,7 +24,7 @@
 
 #include "data/dataloader.h"
 #include "nn/module.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 

@@ -1,4 +1,4 @@
-// Safetensors save/load (nn/serialize.h) and the JSON subset under it (nn/json.h): bitwise round
+// Safetensors save/load (serialize/safetensors.h) and the JSON subset under it (serialize/json.h): bitwise round
 // trips, module save/load, the exact bytes ember writes, files written by PyTorch
 // (tests/fixtures/make_safetensors_fixtures.py), a clear error for every kind of bad file, and
 // atomic saves (Note [Atomic saves]): permissions, failures, a killed saver, concurrent savers.
@@ -22,9 +22,9 @@
 #include "core/generator.h"
 #include "fixture.h"
 #include "nn/batchnorm.h"
-#include "nn/json.h"
+#include "serialize/json.h"
 #include "nn/linear.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 #include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
 #include "cuda/context.h"

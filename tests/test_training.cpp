@@ -8,7 +8,7 @@
 
 #include "examples/models.h"
 #include "examples/training.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "test_helpers.h"

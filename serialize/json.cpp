@@ -1,4 +1,4 @@
-#include "nn/json.h"
+#include "serialize/json.h"
 
 #include <cstdio>
 #include <limits>
