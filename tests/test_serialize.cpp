@@ -22,8 +22,8 @@
 #include "core/generator.h"
 #include "fixture.h"
 #include "nn/batchnorm.h"
-#include "serialize/json.h"
 #include "nn/linear.h"
+#include "serialize/json.h"
 #include "serialize/safetensors.h"
 #include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
