@@ -1,8 +1,13 @@
 #include "serialize/json.h"
 
+#include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "core/check.h"
 
@@ -12,256 +17,208 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when there is none there (bad lead
-// byte, truncated, overlong, a surrogate, or beyond U+10FFFF).
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t len = 0;
-  uint32_t cp = 0;
-  if ((lead & 0xE0) == 0xC0) {
-    len = 2;
-    cp = lead & 0x1Fu;
-  } else if ((lead & 0xF0) == 0xE0) {
-    len = 3;
-    cp = lead & 0x0Fu;
-  } else if ((lead & 0xF8) == 0xF0) {
-    len = 4;
-    cp = lead & 0x07u;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3Fu);
-  }
-  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kSmallest[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
+// What sits at byte `at` of `text`, for messages.
+std::string found_at(std::string_view text, size_t at) {
+  if (at >= text.size()) return "end of input";
+  const auto c = static_cast<unsigned char>(text[at]);
+  if (c >= 0x20 && c < 0x7F) return std::string("'") + static_cast<char>(c) + "'";
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "byte 0x%02X", c);
+  return hex;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  auto put = [&](uint32_t bits) { out += static_cast<char>(bits); };
-  if (cp < 0x80) {
-    put(cp);
-  } else if (cp < 0x800) {
-    put(0xC0 | (cp >> 6)), put(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    put(0xE0 | (cp >> 12)), put(0x80 | ((cp >> 6) & 0x3F)), put(0x80 | (cp & 0x3F));
-  } else {
-    put(0xF0 | (cp >> 18)), put(0x80 | ((cp >> 12) & 0x3F)), put(0x80 | ((cp >> 6) & 0x3F)), put(0x80 | (cp & 0x3F));
-  }
-}
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-class Parser {
+// Note [Reading through a counter]
+// nlohmann's SAX events say what was read but not where. The reader pulls the text through this
+// iterator, which counts the bytes it hands over, so a check made at an event can name the
+// offset of the last byte read (a key's closing quote, the byte after a number, a '[').
+class CountingIterator {
  public:
-  explicit Parser(std::string_view text) : text_(text) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  Value document() {
-    Value v = value(0);
-    skip_whitespace();
-    if (pos_ != text_.size()) fail("unexpected " + found() + " after the JSON value");
-    return v;
+  CountingIterator(const char* at, size_t* read) : at_(at), read_(read) {}
+  reference operator*() const { return *at_; }
+  CountingIterator& operator++() {
+    ++at_;
+    ++*read_;
+    return *this;
+  }
+  bool operator==(const CountingIterator& other) const { return at_ == other.at_; }
+
+ private:
+  const char* at_;
+  size_t* read_;
+};
+
+// nlohmann's parse errors in ember's words. A message reads "syntax error while parsing <what> -
+// <detail>", where the detail is either the lexer's complaint and "; last read: '...'" or
+// "unexpected <token>; expected <token>", optionally followed by "; expected <token>".
+// `position` counts the bytes the lexer read (the end of input counting as one), `token` is the
+// last token's text. Returns the offset to report and the message.
+std::pair<size_t, std::string> translate(std::string_view text, size_t position, const std::string& token,
+                                         std::string_view what) {
+  const size_t dash = what.find(" - ");
+  const std::string_view detail = dash == std::string_view::npos ? what : what.substr(dash + 3);
+  const size_t expected_at = detail.rfind("; expected ");
+  const std::string_view expected =
+      expected_at == std::string_view::npos ? std::string_view() : detail.substr(expected_at + 11);
+
+  if (detail.find("; last read: '") != std::string_view::npos) {  // the lexer's complaint
+    const size_t at = std::min(position - 1, text.size());       // the byte it stopped on
+    const std::string found = found_at(text, at);
+    if (starts_with(detail, "invalid string: missing closing quote")) return {at, "unterminated string"};
+    if (starts_with(detail, "invalid string: control character"))
+      return {at, "control character " + found + " must be escaped in a string"};
+    if (starts_with(detail, "invalid string: forbidden character after backslash"))
+      return {at, "invalid escape: " + found + " after a backslash"};
+    if (starts_with(detail, "invalid string: '\\u' must be followed by 4 hex digits"))
+      return {at, "expected a hex digit in a \\u escape, found " + found};
+    if (starts_with(detail, "invalid string: surrogate U+D800..U+DBFF"))
+      return {at, "unpaired high surrogate in a \\u escape"};
+    if (starts_with(detail, "invalid string: surrogate U+DC00..U+DFFF"))
+      return {at, "unpaired low surrogate in a \\u escape"};
+    if (starts_with(detail, "invalid string: ill-formed UTF-8")) return {at, "invalid UTF-8 in a string"};
+    if (starts_with(detail, "invalid number; expected digit after '-'")) return {at, "expected a digit, found " + found};
+    if (starts_with(detail, "invalid number")) return {at, "only integers are supported, found a fraction or exponent"};
+    if (starts_with(detail, "invalid literal")) {  // a word that is not JSON, or one of true/false/null cut short
+      size_t start = at;
+      while (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) --start;
+      if (expected == "end of input") return {start, "unexpected " + found_at(text, start) + " after the JSON value"};
+      if (start < text.size() && std::string_view("tfn").find(text[start]) != std::string_view::npos)
+        return {start, "true, false and null are not supported (this parser reads objects, arrays, strings and integers)"};
+      return {start, "expected a value, found " + found_at(text, start)};
+    }
+    return {at, std::string(detail)};
+  }
+
+  // A whole token in the wrong place, read up to its last byte. The lexer's token text starts
+  // at the token only for strings and numbers; other tokens are found by their length.
+  const size_t unexpected_at = detail.find("unexpected ");
+  const std::string_view unexpected =
+      unexpected_at == std::string_view::npos ? std::string_view() : detail.substr(unexpected_at + 11, expected_at - unexpected_at - 11);
+  size_t length = 1;  // ',', ':', '[', ...
+  if (unexpected == "end of input") length = 0;
+  else if (unexpected == "string literal" || unexpected == "number literal") length = token.size();
+  else if (unexpected == "true literal" || unexpected == "null literal") length = 4;
+  else if (unexpected == "false literal") length = 5;
+  const size_t start = std::min(position - std::min(position, length), text.size());
+  const std::string found = found_at(text, start);
+  if (starts_with(detail, "unexpected number literal") && start > 0 && text[start - 1] == '0')
+    return {start - 1, "numbers may not have leading zeros"};  // "01" reads as 0, then 1
+  if (expected == "end of input") return {start, "unexpected " + found + " after the JSON value"};
+  if (expected == "'[', '{', or a literal") return {start, "expected a value, found " + found};
+  if (expected == "':'") return {start, "expected ':', found " + found};
+  if (expected == "string literal") return {start, "expected a string key, found " + found};
+  if (expected == "']'") return {start, "expected ',' or ']' in an array, found " + found};
+  if (expected == "'}'") return {start, "expected ',' or '}' in an object, found " + found};
+  return {start, std::string(detail)};
+}
+
+// Builds a Value from nlohmann's SAX events, refusing what Note [JSON subset] rules out. The
+// first problem stops the parse (a handler returning false) and is kept for parse() to throw.
+class StrictBuilder {
+ public:
+  using Json = nlohmann::json;
+
+  StrictBuilder(std::string_view text, const size_t* read) : text_(text), read_(read) {}
+
+  Value take_root() { return std::move(root_); }
+  bool failed() const { return !error_.empty(); }
+  [[noreturn]] void throw_error() const { EMBER_FAIL("invalid JSON at byte ", error_at_, ": ", error_); }
+
+  // nlohmann's SAX interface.
+  bool null() { return unsupported(); }
+  bool boolean(bool) { return unsupported(); }
+  bool number_integer(Json::number_integer_t v) { return integer(v); }
+  bool number_unsigned(Json::number_unsigned_t v) {
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return fail("integer out of the 64-bit range");
+    return integer(static_cast<int64_t>(v));
+  }
+  // nlohmann reads an integer beyond 64 bits as a double; the spelling tells the two apart.
+  bool number_float(Json::number_float_t, const Json::string_t& spelling) {
+    if (spelling.find_first_of(".eE") == std::string::npos) return fail("integer out of the 64-bit range");
+    return fail("only integers are supported, found a fraction or exponent");
+  }
+  bool string(Json::string_t& s) {
+    Value v;
+    v.kind = Value::Kind::String;
+    v.string = std::move(s);
+    return add(std::move(v)) != nullptr;
+  }
+  bool binary(Json::binary_t&) { return unsupported(); }  // only binary formats produce it
+  bool start_object(std::size_t) { return open(Value::Kind::Object); }
+  bool key(Json::string_t& k) {
+    if (!keys_.back().insert(k).second) return fail("duplicate key " + quote(k));
+    open_.back()->keys.push_back(std::move(k));
+    return true;
+  }
+  bool end_object() {
+    keys_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) { return open(Value::Kind::Array); }
+  bool end_array() {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    std::tie(error_at_, error_) = translate(text_, position, token, e.what());
+    return false;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const { EMBER_FAIL("invalid JSON at byte ", pos_, ": ", what); }
-
-  bool at_end() const { return pos_ >= text_.size(); }
-  unsigned char peek() const { return static_cast<unsigned char>(text_[pos_]); }
-
-  // What sits at the current position, for messages.
-  std::string found() const {
-    if (at_end()) return "end of input";
-    const unsigned char c = peek();
-    if (c >= 0x20 && c < 0x7F) return std::string("'") + static_cast<char>(c) + "'";
-    char hex[16];
-    std::snprintf(hex, sizeof hex, "byte 0x%02X", c);
-    return hex;
+  bool fail(std::string what) {
+    error_at_ = *read_ > 0 ? *read_ - 1 : 0;
+    error_ = std::move(what);
+    return false;
   }
-
-  void skip_whitespace() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) ++pos_;
+  bool unsupported() {
+    return fail("true, false and null are not supported (this parser reads objects, arrays, strings and integers)");
   }
-
-  void expect(char c) {
-    skip_whitespace();
-    if (at_end() || peek() != static_cast<unsigned char>(c))
-      fail(std::string("expected '") + c + "', found " + found());
-    ++pos_;
-  }
-
-  Value value(int depth) {
-    if (depth > kMaxDepth) fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
-    skip_whitespace();
-    if (at_end()) fail("expected a value, found end of input");
-    const unsigned char c = peek();
-    if (c == '{') return object(depth);
-    if (c == '[') return array(depth);
-    if (c == '"') {
-      Value v;
-      v.kind = Value::Kind::String;
-      v.string = string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return integer();
-    if (c == 't' || c == 'f' || c == 'n')
-      fail("true, false and null are not supported (this parser reads objects, arrays, strings and integers)");
-    fail("expected a value, found " + found());
-  }
-
-  Value object(int depth) {
-    Value v;
-    v.kind = Value::Kind::Object;
-    ++pos_;  // '{'
-    skip_whitespace();
-    if (!at_end() && peek() == '}') {
-      ++pos_;
-      return v;
-    }
-    std::set<std::string> seen;
-    while (true) {
-      skip_whitespace();
-      if (at_end() || peek() != '"') fail("expected a string key, found " + found());
-      const size_t key_at = pos_;
-      std::string key = string();
-      if (!seen.insert(key).second) {
-        pos_ = key_at;
-        fail("duplicate key " + quote(key));
-      }
-      expect(':');
-      v.items.push_back(value(depth + 1));
-      v.keys.push_back(std::move(key));
-      skip_whitespace();
-      if (!at_end() && peek() == ',') {
-        ++pos_;
-      } else if (!at_end() && peek() == '}') {
-        ++pos_;
-        return v;
-      } else {
-        fail("expected ',' or '}' in an object, found " + found());
-      }
-    }
-  }
-
-  Value array(int depth) {
-    Value v;
-    v.kind = Value::Kind::Array;
-    ++pos_;  // '['
-    skip_whitespace();
-    if (!at_end() && peek() == ']') {
-      ++pos_;
-      return v;
-    }
-    while (true) {
-      v.items.push_back(value(depth + 1));
-      skip_whitespace();
-      if (!at_end() && peek() == ',') {
-        ++pos_;
-      } else if (!at_end() && peek() == ']') {
-        ++pos_;
-        return v;
-      } else {
-        fail("expected ',' or ']' in an array, found " + found());
-      }
-    }
-  }
-
-  // -?(0|[1-9][0-9]*), exactly as JSON spells integers, within int64.
-  Value integer() {
-    const bool negative = peek() == '-';
-    if (negative) ++pos_;
-    if (at_end() || peek() < '0' || peek() > '9') fail("expected a digit, found " + found());
-    if (peek() == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' && text_[pos_ + 1] <= '9')
-      fail("numbers may not have leading zeros");
-    const uint64_t limit = negative ? uint64_t{1} << 63 : static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    uint64_t magnitude = 0;
-    while (!at_end() && peek() >= '0' && peek() <= '9') {
-      const uint64_t digit = peek() - '0';
-      if (magnitude > (limit - digit) / 10) fail("integer out of the 64-bit range");
-      magnitude = magnitude * 10 + digit;
-      ++pos_;
-    }
-    if (!at_end() && (peek() == '.' || peek() == 'e' || peek() == 'E'))
-      fail("only integers are supported, found a fraction or exponent");
+  bool integer(int64_t i) {
     Value v;
     v.kind = Value::Kind::Integer;
-    v.integer = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
-    return v;
+    v.integer = i;
+    return add(std::move(v)) != nullptr;
   }
-
-  std::string string() {
-    ++pos_;  // '"'
-    std::string out;
-    while (true) {
-      if (at_end()) fail("unterminated string");
-      const unsigned char c = peek();
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (c == '\\') {
-        escape(out);
-      } else if (c < 0x20) {
-        fail("control character " + found() + " must be escaped in a string");
-      } else {
-        const size_t n = utf8_sequence_length(text_, pos_);
-        if (n == 0) fail("invalid UTF-8 in a string");
-        out.append(text_.substr(pos_, n));
-        pos_ += n;
-      }
-    }
+  bool open(Value::Kind kind) {
+    Value v;
+    v.kind = kind;
+    Value* added = add(std::move(v));
+    if (!added) return false;
+    open_.push_back(added);
+    if (kind == Value::Kind::Object) keys_.emplace_back();
+    return true;
   }
-
-  void escape(std::string& out) {
-    ++pos_;  // '\'
-    if (at_end()) fail("unterminated escape");
-    const char c = static_cast<char>(peek());
-    if (c != 'u' && std::string_view("\"\\/bfnrt").find(c) == std::string_view::npos)
-      fail("invalid escape: " + found() + " after a backslash");
-    ++pos_;
-    switch (c) {
-      case '"': out += '"'; return;
-      case '\\': out += '\\'; return;
-      case '/': out += '/'; return;
-      case 'b': out += '\b'; return;
-      case 'f': out += '\f'; return;
-      case 'n': out += '\n'; return;
-      case 'r': out += '\r'; return;
-      case 't': out += '\t'; return;
-      default: break;  // 'u'
+  // Places `v` in the innermost open container (its key, for an object, came just before), or
+  // makes it the root. A pointer into a parent's items stays valid while `v` is open: the parent
+  // gets its next item only after `v` closes.
+  Value* add(Value v) {
+    if (open_.size() > static_cast<size_t>(kMaxDepth)) {
+      fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      return nullptr;
     }
-    uint32_t cp = hex4();
-    if (cp >= 0xDC00 && cp <= 0xDFFF) fail("unpaired low surrogate in a \\u escape");
-    if (cp >= 0xD800 && cp <= 0xDBFF) {  // UTF-16 pair: the low half must follow as \uXXXX
-      if (text_.substr(pos_, 2) != "\\u") fail("unpaired high surrogate in a \\u escape");
-      pos_ += 2;
-      const uint32_t low = hex4();
-      if (low < 0xDC00 || low > 0xDFFF) fail("unpaired high surrogate in a \\u escape");
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
     }
-    append_utf8(out, cp);
-  }
-
-  uint32_t hex4() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i, ++pos_) {
-      if (at_end()) fail("truncated \\u escape");
-      const unsigned char c = peek();
-      uint32_t digit;
-      if (c >= '0' && c <= '9') digit = c - '0';
-      else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-      else fail("expected a hex digit in a \\u escape, found " + found());
-      v = v * 16 + digit;
-    }
-    return v;
+    open_.back()->items.push_back(std::move(v));
+    return &open_.back()->items.back();
   }
 
   std::string_view text_;
-  size_t pos_ = 0;
+  const size_t* read_;
+  Value root_;
+  std::vector<Value*> open_;                // the containers being filled, outermost first
+  std::vector<std::set<std::string>> keys_;  // the keys seen in each open object
+  size_t error_at_ = 0;
+  std::string error_;
 };
 
 }  // namespace
@@ -282,33 +239,25 @@ const char* kind_name(Value::Kind kind) {
   return "?";
 }
 
-Value parse(std::string_view text) { return Parser(text).document(); }
+Value parse(std::string_view text) {
+  // nlohmann skips a UTF-8 byte-order mark; JSON inside a file format has none.
+  if (starts_with(text, "\xEF")) EMBER_FAIL("invalid JSON at byte 0: expected a value, found ", found_at(text, 0));
+  size_t read = 0;
+  StrictBuilder builder(text, &read);
+  nlohmann::json::sax_parse(CountingIterator(text.data(), &read), CountingIterator(text.data() + text.size(), &read),
+                            &builder, nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  if (builder.failed()) builder.throw_error();
+  return builder.take_root();
+}
 
 std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04X", c);
-      out += escaped;
-    } else {
-      const size_t n = utf8_sequence_length(s, i);
-      EMBER_CHECK(n != 0, "[json] a string is not valid UTF-8 (byte ", i, " of \"", s.substr(0, i), "...\")");
-      out.append(s.substr(i, n));
-      i += n;
-      continue;
-    }
-    ++i;
+  try {
+    return nlohmann::json(std::string(s)).dump();
+  } catch (const nlohmann::json::type_error& e) {  // 316: not UTF-8
+    const std::string_view what = e.what();        // "[json.exception.type_error.316] invalid UTF-8 byte at index 3: 0xFF"
+    EMBER_FAIL("[json] a string is not valid UTF-8 (", what.substr(what.find("] ") + 2), ")");
   }
-  return out + "\"";
 }
 
 }  // namespace ember::json

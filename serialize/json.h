@@ -1,12 +1,15 @@
 #pragma once
 // Note [JSON subset]
-// The safetensors header is JSON, and reading it is the one place ember parses JSON, so ember
-// carries its own small strict parser instead of a dependency (nlohmann-json would be one more
-// package to install for a few hundred bytes of header). It reads exactly what a header needs —
-// objects, arrays, strings (with every JSON escape, UTF-8 checked) and integers — and rejects
-// everything else (fractions, exponents, true/false/null, duplicate keys, trailing content) with
-// an ember::Error that names the byte offset. Nesting is capped so a hostile file cannot
-// exhaust the stack.
+// The safetensors header is JSON, and reading it is the one place ember parses JSON. The lexing
+// (strings with every escape, UTF-8 checks, numbers) is nlohmann's reader from Debian; this
+// wrapper makes it strict, because a header comes from a file that may be hostile. It accepts
+// exactly what a header needs: objects, arrays, strings and integers within int64. Fractions,
+// exponents, true/false/null, duplicate keys, a byte-order mark, comments, trailing content and
+// nesting deeper than 64 levels are rejected with an ember::Error naming the byte offset, in the
+// same words whichever check found the problem. nlohmann's own tree is not used: a Value keeps
+// keys in file order (a header's order carries no meaning, but messages and tests read better
+// for it) and holds only the four kinds, so the safetensors reader need not handle the others.
+// nlohmann stays inside json.cpp, a private dependency of the library.
 #include <cstdint>
 #include <string>
 #include <string_view>
