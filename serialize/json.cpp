@@ -139,11 +139,7 @@ class StrictBuilder {
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return fail("integer out of the 64-bit range");
     return integer(static_cast<int64_t>(v));
   }
-  // nlohmann reads an integer beyond 64 bits as a double; the spelling tells the two apart.
-  bool number_float(Json::number_float_t, const Json::string_t& spelling) {
-    if (spelling.find_first_of(".eE") == std::string::npos) return fail("integer out of the 64-bit range");
-    return fail("only integers are supported, found a fraction or exponent");
-  }
+  bool number_float(Json::number_float_t, const Json::string_t& spelling) { return not_an_int64(spelling); }
   bool string(Json::string_t& s) {
     Value v;
     v.kind = Value::Kind::String;
@@ -168,6 +164,7 @@ class StrictBuilder {
     return true;
   }
   bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    if (e.id == 406) return not_an_int64(token);  // a number beyond even a double: 1E400
     std::tie(error_at_, error_) = translate(text_, position, token, e.what());
     return false;
   }
@@ -180,6 +177,11 @@ class StrictBuilder {
   }
   bool unsupported() {
     return fail("true, false and null are not supported (this parser reads objects, arrays, strings and integers)");
+  }
+  // nlohmann reads an integer beyond 64 bits as a double; the spelling tells the two apart.
+  bool not_an_int64(const std::string& spelling) {
+    if (spelling.find_first_of(".eE") == std::string::npos) return fail("integer out of the 64-bit range");
+    return fail("only integers are supported, found a fraction or exponent");
   }
   bool integer(int64_t i) {
     Value v;
