@@ -16,6 +16,8 @@ namespace ember::json {
 namespace {
 
 constexpr int kMaxDepth = 64;
+constexpr const char* kNoLiterals =
+    "true, false and null are not supported (this parser reads objects, arrays, strings and integers)";
 
 // What sits at byte `at` of `text`, for messages.
 std::string found_at(std::string_view text, size_t at) {
@@ -55,7 +57,10 @@ class CountingIterator {
   size_t* read_;
 };
 
-// nlohmann's parse errors in ember's words. A message reads "syntax error while parsing <what> -
+// nlohmann's parse errors in ember's words, so a message reads the same whichever check found
+// the problem (users and tests match these words). Should a later nlohmann word a complaint
+// differently, its own text comes through, still as an ember::Error with the byte offset, and
+// the tests of every message say so. A message reads "syntax error while parsing <what> -
 // <detail>", where the detail is either the lexer's complaint and "; last read: '...'" or
 // "unexpected <token>; expected <token>", optionally followed by "; expected <token>".
 // `position` counts the bytes the lexer read (the end of input counting as one), `token` is the
@@ -83,14 +88,15 @@ std::pair<size_t, std::string> translate(std::string_view text, size_t position,
     if (starts_with(detail, "invalid string: surrogate U+DC00..U+DFFF"))
       return {at, "unpaired low surrogate in a \\u escape"};
     if (starts_with(detail, "invalid string: ill-formed UTF-8")) return {at, "invalid UTF-8 in a string"};
-    if (starts_with(detail, "invalid number; expected digit after '-'")) return {at, "expected a digit, found " + found};
+    if (starts_with(detail, "invalid number; expected digit after '-'"))
+      return {at, "expected a digit, found " + found};
     if (starts_with(detail, "invalid number")) return {at, "only integers are supported, found a fraction or exponent"};
     if (starts_with(detail, "invalid literal")) {  // a word that is not JSON, or one of true/false/null cut short
       size_t start = at;
       while (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) --start;
       if (expected == "end of input") return {start, "unexpected " + found_at(text, start) + " after the JSON value"};
       if (start < text.size() && std::string_view("tfn").find(text[start]) != std::string_view::npos)
-        return {start, "true, false and null are not supported (this parser reads objects, arrays, strings and integers)"};
+        return {start, kNoLiterals};
       return {start, "expected a value, found " + found_at(text, start)};
     }
     return {at, std::string(detail)};
@@ -99,8 +105,9 @@ std::pair<size_t, std::string> translate(std::string_view text, size_t position,
   // A whole token in the wrong place, read up to its last byte. The lexer's token text starts
   // at the token only for strings and numbers; other tokens are found by their length.
   const size_t unexpected_at = detail.find("unexpected ");
-  const std::string_view unexpected =
-      unexpected_at == std::string_view::npos ? std::string_view() : detail.substr(unexpected_at + 11, expected_at - unexpected_at - 11);
+  const std::string_view unexpected = unexpected_at == std::string_view::npos
+                                          ? std::string_view()
+                                          : detail.substr(unexpected_at + 11, expected_at - unexpected_at - 11);
   size_t length = 1;  // ',', ':', '[', ...
   if (unexpected == "end of input") length = 0;
   else if (unexpected == "string literal" || unexpected == "number literal") length = token.size();
@@ -176,7 +183,7 @@ class StrictBuilder {
     return false;
   }
   bool unsupported() {
-    return fail("true, false and null are not supported (this parser reads objects, arrays, strings and integers)");
+    return fail(kNoLiterals);
   }
   // nlohmann reads an integer beyond 64 bits as a double; the spelling tells the two apart.
   bool not_an_int64(const std::string& spelling) {
@@ -257,7 +264,8 @@ std::string quote(std::string_view s) {
   try {
     return nlohmann::json(std::string(s)).dump();
   } catch (const nlohmann::json::type_error& e) {  // 316: not UTF-8
-    const std::string_view what = e.what();        // "[json.exception.type_error.316] invalid UTF-8 byte at index 3: 0xFF"
+    // "[json.exception.type_error.316] invalid UTF-8 byte at index 3: 0xFF"
+    const std::string_view what = e.what();
     EMBER_FAIL("[json] a string is not valid UTF-8 (", what.substr(what.find("] ") + 2), ")");
   }
 }
