@@ -25,10 +25,10 @@
 #include "nn/linear.h"
 #include "serialize/json.h"
 #include "serialize/safetensors.h"
+#include "temp_dir.h"
 #include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
 #include "cuda/context.h"
-#include "temp_dir.h"
 #endif
 
 using namespace ember;
