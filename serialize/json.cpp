@@ -182,9 +182,7 @@ class StrictBuilder {
     error_ = std::move(what);
     return false;
   }
-  bool unsupported() {
-    return fail(kNoLiterals);
-  }
+  bool unsupported() { return fail(kNoLiterals); }
   // nlohmann reads an integer beyond 64 bits as a double; the spelling tells the two apart.
   bool not_an_int64(const std::string& spelling) {
     if (spelling.find_first_of(".eE") == std::string::npos) return fail("integer out of the 64-bit range");
