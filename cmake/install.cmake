@@ -19,7 +19,7 @@ include(CMakePackageConfigHelpers)
 set(EMBER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ember)
 set(EMBER_INSTALL_HEADERDIR ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 
-set(EMBER_HEADER_DIRS core nn optim utils data)
+set(EMBER_HEADER_DIRS core nn serialize optim utils data)
 set(EMBER_PRIVATE_HEADER_DIRS core/cpu)  # inside EMBER_HEADER_DIRS, not installed
 set(EMBER_INSTALLED_TARGETS ember ember_lib ember_core)
 if(EMBER_WITH_CUDA)

@@ -2,7 +2,7 @@
 // ember's public API in one include, for programs written against ember:
 //   #include <ember/ember.h>
 // Tensors and ops with autograd, generators (manual_seed), memory statistics, nn, optim,
-// activation checkpointing and data loading. The headers themselves include each other as
+// safetensors files, activation checkpointing and data loading. The headers themselves include each other as
 // "core/tensor.h", relative to ember's source root (Note [Installed layout] in
 // cmake/install.cmake).
 
@@ -21,8 +21,11 @@
 #include "core/autograd/saved_tensor.h"
 #include "core/autograd/to_dot.h"
 
-// Modules, layers, losses, initialisation, safetensors.
+// Modules, layers, losses, initialisation.
 #include "nn/nn.h"
+
+// Saving and loading state dicts and modules as safetensors files.
+#include "serialize/safetensors.h"
 
 // Optimizers, learning-rate schedulers, gradient clipping.
 #include "optim/adagrad.h"

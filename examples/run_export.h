@@ -5,7 +5,7 @@
 
 #include "data/dataloader.h"
 #include "nn/module.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 
 namespace ember::examples {
 

@@ -17,7 +17,7 @@
 #include "data/idx.h"
 #include "data/subset.h"
 #include "examples/training_checkpoint.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 #include "utils/atomic_file.h"
 
 namespace ember::examples {

@@ -24,9 +24,9 @@
 
 #include "data/dataloader.h"
 #include "nn/module.h"
-#include "nn/serialize.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "serialize/safetensors.h"
 
 namespace ember::examples {
 

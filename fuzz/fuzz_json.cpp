@@ -1,11 +1,12 @@
-// libFuzzer target: the safetensors header's JSON parser (nn/json.h) on arbitrary bytes.
+// libFuzzer target: the safetensors header's JSON reader (serialize/json.h: nlohmann-json under
+// ember's strict SAX handler and its translated messages) on arbitrary bytes.
 // Bad input must be an ember::Error; anything else escaping, or a sanitizer report, is a finding.
 // Every string it accepts must also survive json::quote and a second parse unchanged.
 #include <cstdint>
 #include <string_view>
 
 #include "core/check.h"
-#include "nn/json.h"
+#include "serialize/json.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
-// libFuzzer target: load_safetensors (nn/serialize.h) on arbitrary files. Bad input must be an
+// libFuzzer target: load_safetensors (serialize/safetensors.h) on arbitrary files. Bad input must be an
 // ember::Error; anything else escaping, or a sanitizer report, is a finding.
 #include <cstdint>
 
 #include "core/check.h"
 #include "fuzz/input_file.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const ember::fuzz::InputFile file(".safetensors");

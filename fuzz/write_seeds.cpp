@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/ops.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 
 namespace fs = std::filesystem;
 

@@ -18,5 +18,4 @@
 #include "nn/pool.h"
 #include "nn/residual.h"
 #include "nn/sequential.h"
-#include "nn/serialize.h"
 #include "nn/transformer.h"

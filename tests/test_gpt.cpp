@@ -14,7 +14,7 @@
 #include "examples/checkpoint_mode.h"
 #include "examples/gpt.h"
 #include "examples/run_export.h"
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 #include "temp_dir.h"
 #include "test_helpers.h"
 

@@ -1,4 +1,4 @@
-// Safetensors save/load (nn/serialize.h) and the JSON subset under it (nn/json.h): bitwise round
+// Safetensors save/load (serialize/safetensors.h) and the JSON subset under it (serialize/json.h): bitwise round
 // trips, module save/load, the exact bytes ember writes, files written by PyTorch
 // (tests/fixtures/make_safetensors_fixtures.py), a clear error for every kind of bad file, and
 // atomic saves (Note [Atomic saves]): permissions, failures, a killed saver, concurrent savers.
@@ -22,9 +22,9 @@
 #include "core/generator.h"
 #include "fixture.h"
 #include "nn/batchnorm.h"
-#include "nn/json.h"
 #include "nn/linear.h"
-#include "nn/serialize.h"
+#include "serialize/json.h"
+#include "serialize/safetensors.h"
 #include "temp_dir.h"
 #include "utils/atomic_file.h"
 #ifdef EMBER_WITH_CUDA
@@ -546,4 +546,37 @@ TEST(Json, RejectsEverythingElse) {
     SCOPED_TRACE(text);
     expect_error([&] { json::parse(text); }, {"invalid JSON at byte", error});
   }
+}
+
+// What nlohmann's reader accepts or words its own way, and the strict wrapper must not
+// (Note [JSON subset]): a byte-order mark, comments, numbers beyond 64 bits read as doubles,
+// and errors in the middle of a document, each at the byte where it was found.
+TEST(Json, StrictOverNlohmann) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\xEF\xBB\xBF{}", "invalid JSON at byte 0: expected a value, found byte 0xEF"},
+      {"/* c */ {}", "invalid JSON at byte 0: expected a value, found '/'"},
+      {"[1] // c", "invalid JSON at byte 4: unexpected '/' after the JSON value"},
+      {"{} true", "invalid JSON at byte 3: unexpected 't' after the JSON value"},
+      {"[tru]", "true, false and null are not supported"},
+      {"[0,01]", "invalid JSON at byte 3: numbers may not have leading zeros"},
+      {"18446744073709551616", "integer out of the 64-bit range"},
+      {"[1E400]", "only integers are supported, found a fraction or exponent"},  // too large for a double
+      {std::string(400, '9'), "integer out of the 64-bit range"},
+      {"[1.]", "only integers are supported, found a fraction or exponent"},
+      {"{\"a\":{}} ", "ok"},
+      {"[\"a\" \"b\"]", "invalid JSON at byte 5: expected ',' or ']' in an array, found '\"'"},
+      {"{\"a\":1 2}", "invalid JSON at byte 7: expected ',' or '}' in an object, found '2'"},
+  };
+  for (const auto& [text, error] : cases) {
+    SCOPED_TRACE(text);
+    if (error == "ok") {
+      EXPECT_EQ(json::parse(text).kind, json::Value::Kind::Object);
+      continue;
+    }
+    expect_error([&] { json::parse(text); }, {"invalid JSON at byte", error});
+  }
+  // 64 levels of nesting are allowed, a value at level 65 is not.
+  EXPECT_EQ(json::parse(std::string(65, '[') + std::string(65, ']')).kind, json::Value::Kind::Array);
+  expect_error([&] { json::parse(std::string(65, '[') + "1" + std::string(65, ']')); },
+               {"invalid JSON at byte", "nested deeper than 64 levels"});
 }

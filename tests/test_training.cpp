@@ -8,9 +8,9 @@
 
 #include "examples/models.h"
 #include "examples/training.h"
-#include "nn/serialize.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "serialize/safetensors.h"
 #include "test_helpers.h"
 #include "temp_dir.h"
 

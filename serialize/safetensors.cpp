@@ -1,4 +1,4 @@
-#include "nn/serialize.h"
+#include "serialize/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "nn/json.h"
+#include "serialize/json.h"
 #include "utils/atomic_file.h"
 
 namespace ember::nn {
