@@ -87,11 +87,13 @@ StateDict ReduceLROnPlateau::state_dict() const {
 
 void ReduceLROnPlateau::load_state_dict(const StateDict& state) {
   const char* keys[] = {"last_epoch", "best", "num_bad_epochs", "cooldown_counter"};
-  for (const auto& [key, value] : state)
+  for (const auto& entry : state) {
+    const std::string& key = entry.first;  // a plain name: clang 14 cannot capture a structured binding
     EMBER_CHECK(std::find_if(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; }) !=
                     std::end(keys),
                 "[ReduceLROnPlateau] load_state_dict: unexpected key '", key,
                 "' (expected last_epoch, best, num_bad_epochs and cooldown_counter)");
+  }
   const auto find = [&](const char* key, DType dtype) -> const Tensor& {
     const auto it = state.find(key);
     EMBER_CHECK(it != state.end() && it->second.defined(), "[ReduceLROnPlateau] load_state_dict: missing key '", key,
