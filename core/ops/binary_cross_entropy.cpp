@@ -88,9 +88,14 @@ Tensor weighted(const Tensor& losses, const Tensor& weight) { return weight.defi
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& weight) {
   ops::check_loss_pair(input, target, "binary_cross_entropy");
   ops::check_loss_weight(weight, input, "binary_cross_entropy", "weight");
-  for (double x : input.to_vector<double>())
-    EMBER_CHECK(x >= 0.0 && x <= 1.0, "[binary_cross_entropy] expects input probabilities in [0, 1], got ", x,
+  if (input.numel() > 0) {
+    // Two reductions on the input's device and two scalars back, not a copy of the whole input; a
+    // NaN anywhere makes both extremes NaN (the reductions propagate it), and fails the check.
+    const double lo = min(input).item(), hi = max(input).item();
+    const double worst = hi > 1.0 || std::isnan(hi) ? hi : lo;
+    EMBER_CHECK(lo >= 0.0 && hi <= 1.0, "[binary_cross_entropy] expects input probabilities in [0, 1], got ", worst,
                 " in input of shape ", shape_str(input.shape()), " (for logits use binary_cross_entropy_with_logits)");
+  }
   const Tensor losses = weighted(BinaryCrossEntropy::apply(input, target), weight);
   return ops::reduce_loss(losses, reduction, count(input));
 }
