@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/allocator.h"
+#include "core/memory_overlap.h"
 #include "core/ops.h"
 #include "test_helpers.h"
 
@@ -116,6 +117,58 @@ TEST(Tensor, InPlaceOpsBumpTheVersion) {
   Tensor m = zeros({2, 3});
   m.add_(tensor({1, 2, 3}));  // broadcast source
   EXPECT_EQ(values(m), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+}
+
+// Note [In-place writes and memory overlap]: refused where the result would depend on the order
+// in which elements are written; an exact alias and disjoint views are fine.
+TEST(Tensor, InPlaceWritesRefuseOverlappingOperands) {
+  const std::string partial = "unsupported operation: some elements of the input tensor";
+  const std::string internal = "unsupported operation: more than one element of the written-to tensor";
+  Tensor x = arange(9).reshape({3, 3});
+  expect_error([&] { x.add_(x.t()); }, "[add_] " + partial + " of shape [3, 3] (strides [1, 3])");
+  expect_error([&] { x.mul_(x.t()); }, "[mul_] " + partial);
+  expect_error([&] { x.copy_(x.t()); }, "[copy_] " + partial);
+  expect_error([&] { x.add_(x.t(), 2.0); }, "[add_] " + partial);  // checked before alpha scales a copy
+  expect_error([&] { x.add_(x.select(0, 0)); }, "[add_] " + partial);         // row 0 is read and written
+  Tensor line = arange(6);
+  expect_error([&] { line.narrow(0, 0, 3).copy_(line.narrow(0, 1, 3)); }, "[copy_] " + partial);
+  EXPECT_EQ(values(x), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8}));  // nothing was written
+
+  Tensor row = zeros({3});
+  Tensor broadcast = row.expand({2, 3});
+  expect_error([&] { broadcast.add_(ones({2, 3})); }, "[add_] " + internal + " of shape [2, 3] (strides [0, 1])");
+  expect_error([&] { broadcast.mul_(2.0); }, "[mul_] " + internal);
+  expect_error([&] { broadcast.copy_(ones({2, 3})); }, "[copy_] " + internal);
+  broadcast.fill_(4.0);  // one value everywhere: no order to depend on
+  EXPECT_EQ(values(row), (std::vector<double>{4, 4, 4}));
+
+  x.add_(x);  // every element reads only itself
+  x.mul_(x.view({3, 3}));
+  EXPECT_EQ(values(x), (std::vector<double>{0, 4, 16, 36, 64, 100, 144, 196, 256}));
+  x.select(0, 0).copy_(x.select(0, 2));  // disjoint rows of one storage
+  EXPECT_EQ(values(x.select(0, 0)), (std::vector<double>{144, 196, 256}));
+  Tensor single = zeros({1, 1});
+  single.add_(single.t());  // size-1 dims: the same single element
+  Tensor three = zeros({3});
+  make_view(three, {1, 3}, {0, 1}, 0).add_(ones({1, 3}));  // stride 0 on a size-1 dim repeats nothing
+  EXPECT_EQ(values(three), (std::vector<double>{1, 1, 1}));
+  line.slice(0, 0, 6, 2).copy_(line.slice(0, 1, 6, 2));  // strided views: not worked out, allowed as PyTorch
+  EXPECT_EQ(values(line), (std::vector<double>{1, 1, 3, 3, 5, 5}));
+}
+
+TEST(Tensor, OverlapClassifiesViewsOfOneStorage) {
+  Tensor x = zeros({4, 4});
+  EXPECT_EQ(overlap(x, x), Overlap::Full);
+  EXPECT_EQ(overlap(x, x.view({16})), Overlap::Partial);  // same bytes, other shape: elements pair up differently
+  EXPECT_EQ(overlap(x, x.reshape({4, 4})), Overlap::Full);
+  EXPECT_EQ(overlap(x, x.t()), Overlap::Partial);
+  EXPECT_EQ(overlap(x.select(0, 1), x.select(0, 2)), Overlap::No);
+  EXPECT_EQ(overlap(x, zeros({4, 4})), Overlap::No);
+  EXPECT_EQ(overlap(x, x.slice(1, 0, 4, 2)), Overlap::TooHard);
+  EXPECT_TRUE(is_non_overlapping_and_dense(x.t()));
+  EXPECT_TRUE(is_non_overlapping_and_dense(x.permute({1, 0}).unsqueeze(1)));
+  EXPECT_FALSE(is_non_overlapping_and_dense(x.narrow(1, 0, 2)));
+  EXPECT_FALSE(is_non_overlapping_and_dense(x.select(0, 0).expand({3, 4})));
 }
 
 TEST(Tensor, PrintsLikePyTorch) {

@@ -1,6 +1,7 @@
 // Copies and conversions (contiguous, clone, to(dtype), to(device)) and the in-place ops.
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
+#include "core/memory_overlap.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
@@ -75,6 +76,13 @@ Tensor broadcast_into(const Tensor& self, const Tensor& other, const char* op) {
   return other.to(self.device()).to(self.dtype()).expand(self.shape());
 }
 
+// Refuses writes whose result would depend on the order of the elements (Note [In-place writes and
+// memory overlap]); `other` is the op's input as the caller passed it, before any conversion.
+void check_overlap(const Tensor& self, const Tensor* other, const char* op) {
+  check_no_internal_overlap(self, op);
+  if (other) check_no_partial_overlap(self, *other, op);
+}
+
 }  // namespace
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : Clone::apply(*this); }
@@ -95,6 +103,7 @@ Tensor Tensor::to(Device device_) const {
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   check_inplace(*this, &other, "add_");
   Tensor y = broadcast_into(*this, other, "add_");
+  check_overlap(*this, &other, "add_");
   if (alpha != 1.0) y = y * alpha;
   if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Add, *this, y, *this);
   storage()->bump_version();
@@ -104,6 +113,7 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
 const Tensor& Tensor::mul_(const Tensor& other) const {
   check_inplace(*this, &other, "mul_");
   Tensor y = broadcast_into(*this, other, "mul_");
+  check_overlap(*this, &other, "mul_");
   if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Mul, *this, y, *this);
   storage()->bump_version();
   return *this;
@@ -111,6 +121,7 @@ const Tensor& Tensor::mul_(const Tensor& other) const {
 
 const Tensor& Tensor::mul_(double value) const {
   check_inplace(*this, nullptr, "mul_");
+  check_overlap(*this, nullptr, "mul_");
   if (numel() > 0) kernels::unary[device()](kernels::UnaryOp::AffineScalar, *this, *this, value, 0.0);
   storage()->bump_version();
   return *this;
@@ -128,6 +139,7 @@ const Tensor& Tensor::zero_() const { return fill_(0.0); }
 const Tensor& Tensor::copy_(const Tensor& src) const {
   check_inplace(*this, &src, "copy_");
   Tensor y = broadcast_into(*this, src, "copy_");
+  check_overlap(*this, &src, "copy_");
   if (numel() > 0) kernels::copy[device()](y, *this);
   storage()->bump_version();
   return *this;
