@@ -5,6 +5,7 @@
 
 #include "core/autograd/engine.h"
 #include "core/autograd/node.h"
+#include "core/convert.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 
@@ -175,7 +176,7 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<size_t>(numel()));
   dispatch(dtype(), [&]<class S>() {
     const S* p = host.data<S>();
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(p[i]);
   });
   return out;
 }

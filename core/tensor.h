@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/autograd/hook_handle.h"
+#include "core/convert.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -64,7 +65,7 @@ class Tensor {
   }
   double item() const;  // one-element tensor, any dtype, any device
   template <class T>
-  T item() const { return static_cast<T>(item()); }
+  T item() const { return convert<T>(item()); }  // Note [Float to integer conversion]
   double at(std::initializer_list<int64_t> index) const;  // element access for tests
   template <class T>
   std::vector<T> to_vector() const;  // all elements in row-major order, converted to T

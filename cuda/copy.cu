@@ -17,7 +17,7 @@ struct FillBody {
 void fill_cuda(const Tensor& out, double value) {
   dispatch(out.dtype(), [&]<class T>() {
     for_each(out.device(), out.numel(),
-             FillBody<T>{make_indexer<1>({&out}, "fill"), out.data<T>(), static_cast<T>(value)});
+             FillBody<T>{make_indexer<1>({&out}, "fill"), out.data<T>(), convert<T>(value)});
   });
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/convert.h"  // convert<To>: Note [Float to integer conversion]
 #include "core/tensor.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
@@ -28,21 +29,6 @@ namespace ember::cuda {
 inline constexpr int kMaxDims = 8;
 inline constexpr int kBlockSize = 256;
 inline constexpr int64_t kMaxBlocks = 65535;
-
-// Note [Float to small integer conversion]
-// Converting a float that does not fit an integer type is undefined in C++, and the devices
-// disagree in practice: the CPU wraps (-1.0 -> uint8 255, as PyTorch does), the GPU's convert
-// instruction saturates (-1.0 -> 0). Converting to int64 first and narrowing from there makes
-// the last step an integer conversion, which wraps modulo 2^bits by definition, so uint8
-// results such as `-x` or `x - 1` agree with the CPU.
-template <class To, class From>
-__device__ To convert(From v) {
-  if constexpr (std::is_integral_v<To> && sizeof(To) < sizeof(int64_t) && std::is_floating_point_v<From>) {
-    return static_cast<To>(static_cast<int64_t>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
 
 template <size_t N>
 struct Offsets {

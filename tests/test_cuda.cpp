@@ -210,8 +210,8 @@ TEST(Cuda, WhereBroadcastsLikeCpu) {
 
 TEST(Cuda, SmallIntegerResultsWrapLikeCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  // The GPU's float -> integer conversion saturates where the CPU wraps; the kernels narrow
-  // through int64 so that both give PyTorch's wrap-around.
+  // Both devices convert with core/convert.h (Note [Float to integer conversion]): into uint8
+  // through a saturating int64, so both give PyTorch's wrap-around.
   Tensor x = from_vector(std::vector<double>{0, 1, 3, 200, 255}, {5}, kUInt8);
   Tensor gx = x.to(kCUDA);
   Tensor one = ones({5}, kUInt8);
@@ -220,6 +220,20 @@ TEST(Cuda, SmallIntegerResultsWrapLikeCpu) {
   expect_matches(gx * 2.0, x * 2.0);                        // 200 * 2 = 144
   Tensor f = from_vector(std::vector<double>{-1, -3, 256, 300.5}, {4}, kFloat32);
   expect_matches(f.to(kCUDA).to(kUInt8), f.to(kUInt8));     // copy with a cast
+}
+
+TEST(Cuda, FloatToIntegerEdgeCasesMatchCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const double inf = INFINITY;
+  const Tensor edges = from_vector(std::vector<double>{NAN, inf, -inf, 0x1p63, -0x1p63, 1e300, -2.9, 300.5}, {8});
+  for (DType from : {kFloat32, kFloat64}) {
+    for (DType to : {kInt64, kUInt8}) {
+      SCOPED_TRACE(testing::Message() << from << " -> " << to);
+      const Tensor x = edges.to(from);
+      expect_matches(x.to(kCUDA).to(to), x.to(to));
+      expect_matches(full({3}, NAN, TensorOptions(to).with_device(kCUDA)), full({3}, NAN, to));  // fill
+    }
+  }
 }
 
 TEST(Cuda, EveryBinaryOp) {

@@ -98,6 +98,32 @@ TEST(Tensor, ContiguousCloneAndCast) {
   EXPECT_EQ(values(wide.to(kUInt8)), (std::vector<double>{44, 2}));  // wraps modulo 256, as C++ and PyTorch
 }
 
+// Note [Float to integer conversion]: one rule on every device, for the cases C++ leaves undefined.
+TEST(Tensor, FloatToIntegerConversionSaturatesThenWraps) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const double two63 = 9223372036854775808.0;
+  constexpr int64_t kMax = INT64_MAX, kMin = INT64_MIN;
+  const std::vector<double> edges{nan, inf, -inf, two63, -two63, 1e300, -1e300, -2.9, 2.9, -1.0, 300.5, -0.5};
+  for (DType from : {kFloat64, kFloat32}) {
+    const Tensor x = from_vector(edges, {static_cast<int64_t>(edges.size())}).to(from);
+    EXPECT_EQ(x.to(kInt64).to_vector<int64_t>(),
+              (std::vector<int64_t>{0, kMax, kMin, kMax, kMin, kMax, kMin, -2, 2, -1, 300, 0}))
+        << from;
+    // uint8: the int64 above, modulo 256.
+    EXPECT_EQ(values(x.to(kUInt8)), (std::vector<double>{0, 255, 0, 255, 0, 255, 0, 254, 2, 255, 44, 0})) << from;
+  }
+  // The largest float below 2^63 still converts exactly.
+  EXPECT_EQ(from_vector(std::vector<double>{std::nextafter(two63, 0.0)}, {1}, kFloat64).to(kInt64).to_vector<int64_t>(),
+            (std::vector<int64_t>{9223372036854774784}));
+  // The same rule where a kernel produces integers from floats: a fill, an integer op computed in double, item<T>.
+  EXPECT_EQ(full({2}, nan, kInt64).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(full({2}, -inf, kUInt8).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(values(full({1}, 2.0, kUInt8) - full({1}, 3.0, kUInt8)), (std::vector<double>{255}));
+  EXPECT_EQ(scalar_tensor(nan).item<int64_t>(), 0);
+  EXPECT_EQ(scalar_tensor(1e30).item<int64_t>(), kMax);
+  EXPECT_EQ(scalar_tensor(-inf).to_vector<int64_t>(), (std::vector<int64_t>{kMin}));
+}
+
 TEST(Tensor, InPlaceOpsBumpTheVersion) {
   Tensor a = zeros({3});
   uint64_t v0 = a.version();

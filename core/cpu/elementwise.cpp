@@ -3,6 +3,7 @@
 // so there is no call per element (see Note [CPU elementwise loops]).
 #include <cmath>
 
+#include "core/convert.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -14,7 +15,7 @@ T* at(char* p) { return reinterpret_cast<T*>(p); }
 
 void fill_cpu(const Tensor& out, double value) {
   dispatch(out.dtype(), [&]<class T>() {
-    const T v = static_cast<T>(value);
+    const T v = convert<T>(value);
     for_each_row<1>({&out}, [&](auto p, auto s, int64_t n) {
       T* o = at<T>(p[0]);
       for (int64_t i = 0; i < n; ++i) o[i * s[0]] = v;
@@ -29,9 +30,9 @@ void copy_cpu(const Tensor& src, const Tensor& dst) {
         D* o = at<D>(p[0]);
         const S* x = at<S>(p[1]);
         if (s[0] == 1 && s[1] == 1) {
-          for (int64_t i = 0; i < n; ++i) o[i] = static_cast<D>(x[i]);
+          for (int64_t i = 0; i < n; ++i) o[i] = convert<D>(x[i]);
         } else {
-          for (int64_t i = 0; i < n; ++i) o[i * s[0]] = static_cast<D>(x[i * s[1]]);
+          for (int64_t i = 0; i < n; ++i) o[i * s[0]] = convert<D>(x[i * s[1]]);
         }
       });
     });
@@ -47,9 +48,9 @@ void unary_loop(const Tensor& x, const Tensor& out, F f) {
     const T* in = at<T>(p[1]);
     simd_dispatch([&] {
       if (s[0] == 1 && s[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(f(static_cast<Compute<T>>(in[i])));
+        for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(f(static_cast<Compute<T>>(in[i])));
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = static_cast<T>(f(static_cast<Compute<T>>(in[i * s[1]])));
+        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = convert<T>(f(static_cast<Compute<T>>(in[i * s[1]])));
       }
     });
   });
@@ -101,13 +102,13 @@ void binary_loop(const Tensor& x, const Tensor& y, const Tensor& out, F f) {
     const T* a = at<T>(p[1]);
     const T* b = at<T>(p[2]);
     if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
     } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // tensor op broadcast scalar row
       const Compute<T> bv = static_cast<Compute<T>>(b[0]);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<R>(f(static_cast<Compute<T>>(a[i]), bv));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), bv));
     } else {
       for (int64_t i = 0; i < n; ++i)
-        o[i * s[0]] = static_cast<R>(f(static_cast<Compute<T>>(a[i * s[1]]), static_cast<Compute<T>>(b[i * s[2]])));
+        o[i * s[0]] = convert<R>(f(static_cast<Compute<T>>(a[i * s[1]]), static_cast<Compute<T>>(b[i * s[2]])));
     }
   });
 }
