@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 
+#include "cuda/bad_index.h"
 #include "cuda/check.h"
 
 namespace ember::cuda {
@@ -76,6 +77,7 @@ cublasHandle_t cublas_handle(int index) {
 void synchronize(int index) {
   cudaStream_t s = stream(index);
   CUDA_CHECK(cudaStreamSynchronize(s));
+  raise_bad_index(index);  // Note [Index errors found on the device]
 }
 
 void synchronize() {
@@ -86,7 +88,9 @@ void synchronize() {
       std::lock_guard<std::mutex> lock(c.mutex);
       s = c.stream;
     }
-    if (s) CUDA_CHECK(cudaStreamSynchronize(s));
+    if (!s) continue;
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    raise_bad_index(i);
   }
 }
 

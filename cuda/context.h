@@ -34,9 +34,10 @@ void check_device(Device device);
 cudaStream_t stream(int index);
 cublasHandle_t cublas_handle(int index);
 
-// Waits for the work queued on device `index`'s stream.
+// Waits for the work queued on device `index`'s stream, then raises the bad index a kernel found
+// meanwhile, if any (Note [Index errors found on the device] in cuda/bad_index.h).
 void synchronize(int index);
-// Waits for the streams of every device ember has used.
+// Waits for the streams of every device ember has used (and raises as above).
 void synchronize();
 
 // Makes device `index` the calling thread's current device for the guard's lifetime (kernel

@@ -58,7 +58,7 @@ void transfer_cuda(const Tensor& src, const Tensor& dst) {
     cudaStream_t s = stream(index);
     CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes,
                                from.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    synchronize(index);  // and raises a bad index found meanwhile (Note [Index errors found on the device])
   } else if (from == to) {  // same stream: ordered like any kernel
     DeviceGuard guard(to.index);
     CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDeviceToDevice, stream(to.index)));

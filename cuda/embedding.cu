@@ -6,7 +6,8 @@
 // checked (that would wait for the device on every lookup); instead both kernels test each id
 // where they read it: an id outside [0, num) gives a NaN output row, which no later op can
 // mistake for data (the loss turns NaN), and contributes nothing to the table's gradient. No
-// kernel reads or writes outside the table.
+// kernel reads or writes outside the table. The lookup also records the id, which the next
+// synchronisation raises as the CPU's error (Note [Index errors found on the device]).
 //
 // The backward (Note [Embedding backward]) must add the gradient rows of repeated ids in id
 // order, without float atomics (whose order, and so whose rounding, changes from run to run).
@@ -18,6 +19,7 @@
 #include <limits>
 
 #include "core/kernels.h"
+#include "cuda/bad_index.cuh"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -29,10 +31,11 @@ struct LookupBody {
   const int64_t* ids;
   int64_t num, dim;
   T nan;
+  BadIndex* bad;
   T* out;
   __device__ void operator()(int64_t i) const {
     const int64_t id = ids[i / dim];
-    out[i] = id >= 0 && id < num ? weight[id * dim + i % dim] : nan;
+    out[i] = index_in_range(bad, IndexCheck::Embedding, id, num) ? weight[id * dim + i % dim] : nan;
   }
 };
 
@@ -40,7 +43,8 @@ void embedding_forward_cuda(const Tensor& weight, const Tensor& ids, const Tenso
   dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
     for_each(weight.device(), out.numel(),
              LookupBody<T>{weight.data<T>(), ids.data<int64_t>(), weight.size(0), weight.size(1),
-                           std::numeric_limits<T>::quiet_NaN(), out.data<T>()});
+                           std::numeric_limits<T>::quiet_NaN(), bad_index_record(weight.device().index),
+                           out.data<T>()});
   });
 }
 

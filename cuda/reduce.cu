@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "core/kernels.h"
+#include "cuda/bad_index.cuh"
 #include "cuda/block_reduce.cuh"
 #include "cuda/loops.cuh"
 
@@ -105,9 +106,12 @@ void softmax_cuda(const Tensor& x, const Tensor& out, bool log) {
 }
 
 // loss_r = lse_r - (1 - s) x_r[t_r] - s / C sum_j x_r[j], with lse_r = max + log(sum exp(x - max)).
+// A target outside [0, C) is recorded in `bad` (Note [Index errors found on the device]); its
+// loss is 0, and the backward, which only compares columns with it, reads nothing out of range.
 template <class T>
 __global__ void cross_entropy_forward_kernel(const T* x, const int64_t* target, int64_t n, int64_t c,
-                                             int64_t ignore_index, double smoothing, T* loss, T* lse) {
+                                             int64_t ignore_index, double smoothing, T* loss, T* lse,
+                                             BadIndex* bad) {
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* row = x + r * c;
     const RowStats<T> s = row_stats(row, c);
@@ -117,9 +121,10 @@ __global__ void cross_entropy_forward_kernel(const T* x, const int64_t* target, 
     const double l = static_cast<double>(s.max) + log(s.sum_exp);
     lse[r] = static_cast<T>(l);
     const int64_t t = target[r];
-    loss[r] = t == ignore_index ? T(0)
-                                : static_cast<T>(l - (1.0 - smoothing) * static_cast<double>(row[t]) -
-                                                 smoothing / static_cast<double>(c) * total);
+    loss[r] = t == ignore_index || !index_in_range(bad, IndexCheck::CrossEntropyTarget, t, c)
+                  ? T(0)
+                  : static_cast<T>(l - (1.0 - smoothing) * static_cast<double>(row[t]) -
+                                   smoothing / static_cast<double>(c) * total);
   }
 }
 
@@ -128,7 +133,8 @@ void cross_entropy_forward_cuda(const Tensor& logits, const Tensor& target, int6
   const int64_t n = logits.size(0), c = logits.size(1);
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
     launch_per_output(logits.device(), n, cross_entropy_forward_kernel<T>, logits.data<T>(), target.data<int64_t>(),
-                      n, c, ignore_index, smoothing, loss.data<T>(), lse.data<T>());
+                      n, c, ignore_index, smoothing, loss.data<T>(), lse.data<T>(),
+                      bad_index_record(logits.device().index));
   });
 }
 

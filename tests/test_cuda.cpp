@@ -15,6 +15,7 @@
 #include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "cuda/bad_index.h"
 #include "cuda/context.h"
 
 using namespace ember;
@@ -97,6 +98,19 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::index_select.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::scatter_add.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::fingerprint.has(DeviceType::CUDA));
+}
+
+TEST(CudaContext, BadIndexMessagesNameTheOp) {
+  // The records a kernel leaves (Note [Index errors found on the device]), worded as on the CPU.
+  using cuda::IndexCheck;
+  const auto message = [](IndexCheck check, int64_t value, int64_t size) {
+    return cuda::describe({1, static_cast<int32_t>(check), value, size});
+  };
+  EXPECT_EQ(message(IndexCheck::CrossEntropyTarget, 7, 5).rfind("[cross_entropy] target 7 is out of range for 5 classes (", 0), 0u);
+  EXPECT_EQ(message(IndexCheck::IndexSelect, -2, 4).rfind("[index_select] index -2 is out of range for the indexed dim of size 4", 0), 0u);
+  EXPECT_EQ(message(IndexCheck::Gather, 9, 3).rfind("[gather] index 9 is out of range", 0), 0u);
+  EXPECT_EQ(message(IndexCheck::Embedding, 12, 10).rfind("[embedding] id 12 is out of range for a table of 10 embeddings", 0), 0u);
+  EXPECT_NE(message(IndexCheck::Gather, 9, 3).find("found on the CUDA device"), std::string::npos);
 }
 
 TEST(CudaContext, MissingDeviceIsAnError) {
@@ -234,6 +248,32 @@ TEST(Cuda, FloatToIntegerEdgeCasesMatchCpu) {
       expect_matches(full({3}, NAN, TensorOptions(to).with_device(kCUDA)), full({3}, NAN, to));  // fill
     }
   }
+}
+
+TEST(Cuda, BadIndicesAreRaisedAtTheNextSynchronisation) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Note [Index errors found on the device]: the call returns, the next wait for the device
+  // raises the CPU's message once, and the device stays usable.
+  const Tensor logits = randn({3, 5}).to(kCUDA);
+  const Tensor loss = cross_entropy(logits, from_vector({1, 7, -100}, {3}, kInt64).to(kCUDA));
+  std::string message = error_of([&] { loss.item(); });
+  EXPECT_NE(message.find("[cross_entropy] target 7 is out of range for 5 classes"), std::string::npos) << message;
+  EXPECT_NE(message.find("raised at the next synchronisation"), std::string::npos) << message;
+  EXPECT_TRUE(std::isfinite(cross_entropy(logits, from_vector({1, 4, -100}, {3}, kInt64).to(kCUDA)).item()));
+
+  const Tensor x = randn({4, 6}).to(kCUDA);
+  const Tensor picked = index_select(x, 1, from_vector({0, 6}, {2}, kInt64).to(kCUDA));
+  message = error_of([] { cuda::synchronize(); });
+  EXPECT_NE(message.find("[index_select] index 6 is out of range for the indexed dim of size 6"), std::string::npos)
+      << message;
+  const Tensor gathered = gather(x, 0, from_vector({-1, 0, 0, 0, 0, 0}, {1, 6}, kInt64).to(kCUDA));
+  message = error_of([&] { gathered.cpu(); });
+  EXPECT_NE(message.find("[gather] index -1 is out of range for the indexed dim of size 4"), std::string::npos)
+      << message;
+  expect_matches(picked.narrow(1, 0, 1), x.cpu().narrow(1, 0, 1));  // the good column was read
+  // The mean divides by the targets that count, also counted on the device.
+  const Tensor target = from_vector({2, -100, 0}, {3}, kInt64);
+  expect_matches(cross_entropy(logits, target.to(kCUDA)), cross_entropy(logits.cpu(), target), 1e-6);
 }
 
 TEST(Cuda, EveryBinaryOp) {
@@ -564,11 +604,15 @@ TEST(Cuda, EmbeddingMatchesCpuBitwise) {
     expect_same_forward_backward([&](const std::vector<Tensor>& v) { return embedding(v[0], ids.to(v[0].device())); },
                                  {randn({40, 19}).to(dtype)}, 0.0);
   }
-  // Ids on the GPU are not checked on the host: an out-of-range id gives a NaN row and no gradient.
+  // Ids on the GPU are not checked on the host: an out-of-range id gives a NaN row and no gradient,
+  // and is raised at the next synchronisation (which of the two bad ids depends on the threads).
   const Tensor weight = ones({4, 3}, TensorOptions(kFloat32).with_device(kCUDA)).requires_grad_();
   const Tensor bad = from_vector({1, 9, -1}, {3}, kInt64).to(kCUDA);
   Tensor y = embedding(weight, bad);
-  const std::vector<double> got = y.to(kCPU).to_vector<double>();
+  const std::string message = error_of([&] { y.to(kCPU); });
+  EXPECT_NE(message.find("[embedding] id "), std::string::npos) << message;
+  EXPECT_NE(message.find(" is out of range for a table of 4 embeddings"), std::string::npos) << message;
+  const std::vector<double> got = y.to(kCPU).to_vector<double>();  // raised once, then cleared
   EXPECT_EQ(got[0], 1.0);
   EXPECT_TRUE(std::isnan(got[3]) && std::isnan(got[6]));
   sum(y.narrow(0, 0, 1)).backward();

@@ -22,8 +22,12 @@ struct IndexedInput {
   int64_t dim;
 };
 
+// Indices on the host are checked here. Indices on a GPU are checked by the kernel that reads them,
+// and a bad one is raised at the next synchronisation, so that a lookup does not copy its indices
+// back and wait for the device (Note [Index errors found on the device] in cuda/bad_index.h).
 void check_indices(const Tensor& index, int64_t size, const char* op, const Shape& x_shape, int64_t dim) {
   EMBER_CHECK(index.dtype() == kInt64, "[", op, "] index must be int64, got ", index.dtype());
+  if (!index.device().is_cpu()) return;
   for (int64_t i : index.to_vector<int64_t>())
     EMBER_CHECK(i >= 0 && i < size, "[", op, "] index ", i, " is out of range for dim ", dim, " of size ", size,
                 " (input shape ", shape_str(x_shape), ")");

@@ -62,6 +62,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   ops::check_same_device(logits, target, "cross_entropy");
   EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "[cross_entropy] label_smoothing must be in [0, 1], got ",
               label_smoothing);
+  if (!target.device().is_cpu()) {
+    // The kernel checks the targets where it reads them and a bad one is raised at the next
+    // synchronisation (Note [Index errors found on the device] in cuda/bad_index.h); the mean's
+    // divisor is counted on the device too, so nothing waits for it.
+    Tensor losses = CrossEntropy::apply(logits, target, ignore_index, label_smoothing);
+    if (reduction != Reduction::Mean) return ops::reduce_loss(losses, reduction, 1.0);
+    return sum(losses) / sum((target != static_cast<double>(ignore_index)).to(logits.dtype()));
+  }
   const int64_t classes = logits.size(1);
   int64_t counted = 0;
   for (int64_t t : target.to_vector<int64_t>()) {
