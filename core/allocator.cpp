@@ -8,9 +8,7 @@
 
 namespace ember {
 
-size_t Allocator::round_size(size_t nbytes) {
-  // Small blocks round to 512 bytes, large ones to 64 KiB: sizes that differ by a few elements
-  // share a bucket, and rounding never wastes more than ~1.5% of a large block.
+size_t Allocator::size_class(size_t nbytes) {
   constexpr size_t kSmall = 512, kLarge = 64 * 1024, kLargeFrom = 4 * 1024 * 1024;
   size_t unit = nbytes >= kLargeFrom ? kLarge : kSmall;
   return (nbytes + unit - 1) / unit * unit;
@@ -18,25 +16,29 @@ size_t Allocator::round_size(size_t nbytes) {
 
 void* Allocator::allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  size_t rounded = round_size(nbytes);
+  const size_t wanted = size_class(nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   void* ptr = nullptr;
-  auto it = cache_.find(rounded);
-  if (it != cache_.end() && !it->second.empty()) {
+  size_t block = wanted;
+  auto it = cache_.lower_bound(wanted);  // the smallest cached class that is big enough
+  if (it != cache_.end() && reuses(it->first, wanted)) {
+    block = it->first;
     ptr = it->second.back();
     it->second.pop_back();
+    if (it->second.empty()) cache_.erase(it);
     ++stats_.cache_hits;
   } else {
-    ptr = system_alloc(rounded);
+    ptr = system_alloc(wanted);
     if (!ptr) {  // give the cache back and try once more before reporting
       release_cache_locked();
-      ptr = system_alloc(rounded);
+      ptr = system_alloc(wanted);
     }
     EMBER_CHECK(ptr, "[allocator] out of memory on ", device_.str(), " allocating ", nbytes,
                 " bytes (live ", stats_.live_bytes, " bytes, reserved ", stats_.reserved_bytes, ")");
     ++stats_.system_allocs;
-    stats_.reserved_bytes += static_cast<int64_t>(rounded);
+    stats_.reserved_bytes += static_cast<int64_t>(wanted);
   }
+  block_class_[ptr] = block;
   ++stats_.alloc_count;
   ++stats_.live_count;
   stats_.live_bytes += static_cast<int64_t>(nbytes);
@@ -48,7 +50,11 @@ void* Allocator::allocate(size_t nbytes) {
 void Allocator::deallocate(void* ptr, size_t nbytes) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  cache_[round_size(nbytes)].push_back(ptr);
+  auto it = block_class_.find(ptr);
+  EMBER_CHECK(it != block_class_.end(), "[allocator] freeing a block of ", nbytes, " bytes that ", device_.str(),
+              "'s allocator did not hand out");
+  cache_[it->second].push_back(ptr);
+  block_class_.erase(it);
   --stats_.live_count;
   stats_.live_bytes -= static_cast<int64_t>(nbytes);
   if (observer_) observer_(-static_cast<int64_t>(nbytes), stats_.live_bytes);
@@ -80,8 +86,8 @@ void Allocator::release_cache_locked() {
       system_free(p);
       stats_.reserved_bytes -= static_cast<int64_t>(size);
     }
-    blocks.clear();
   }
+  cache_.clear();
 }
 
 namespace {

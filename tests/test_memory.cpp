@@ -52,6 +52,45 @@ TEST(Memory, FreedBlocksAreReusedFromTheCache) {
   EXPECT_EQ(memory::format_bytes(1536), "1.50 KiB");
 }
 
+TEST(Memory, SizeClassesAndTheReuseRule) {
+  EXPECT_EQ(Allocator::size_class(1), 512u);
+  EXPECT_EQ(Allocator::size_class(512), 512u);
+  EXPECT_EQ(Allocator::size_class(513), 1024u);
+  EXPECT_EQ(Allocator::size_class((4u << 20) - 1), 4u << 20);              // the last 512-byte step
+  EXPECT_EQ(Allocator::size_class((4u << 20) + 1), (4u << 20) + (64u << 10));  // then 64 KiB steps
+  EXPECT_TRUE(Allocator::reuses(1024, 1024));
+  EXPECT_TRUE(Allocator::reuses(9 << 20, 8 << 20));   // an eighth larger
+  EXPECT_FALSE(Allocator::reuses((9 << 20) + 512, 8 << 20));
+  EXPECT_FALSE(Allocator::reuses(1024, 1536));  // too small
+  EXPECT_FALSE(Allocator::reuses(1024, 512));   // twice the request
+}
+
+TEST(Memory, SlightlySmallerRequestsReuseACachedBlock) {
+  memory::empty_cache();  // no block of another test in the way
+  Allocator& cpu = allocator_for(kCPU);
+  const size_t big = 3'000'000, smaller = 2'800'000;  // 7% apart: other size classes, one block
+  cpu.deallocate(cpu.allocate(big), big);
+  const MemoryStats before = memory::stats();
+  const int64_t live_before = live();
+  void* p = cpu.allocate(smaller);
+  EXPECT_EQ(memory::stats().cache_hits, before.cache_hits + 1);
+  EXPECT_EQ(memory::stats().system_allocs, before.system_allocs);
+  EXPECT_EQ(live(), live_before + 2'800'000);  // requested bytes, not the block's
+  EXPECT_EQ(memory::stats().reserved_bytes, before.reserved_bytes);
+  cpu.deallocate(p, smaller);
+  // Freed under the block's own class: the full size is served from it again.
+  p = cpu.allocate(big);
+  EXPECT_EQ(memory::stats().cache_hits, before.cache_hits + 2);
+  cpu.deallocate(p, big);
+  // Half the block's size is not served by it: that would waste half of it.
+  p = cpu.allocate(big / 2);
+  EXPECT_EQ(memory::stats().system_allocs, before.system_allocs + 1);
+  cpu.deallocate(p, big / 2);
+  EXPECT_EQ(live(), live_before);
+  memory::empty_cache();
+  EXPECT_EQ(memory::stats().reserved_bytes, before.reserved_bytes - static_cast<int64_t>(Allocator::size_class(big)));
+}
+
 TEST(Memory, AfterBackwardOnlyParametersGradientsAndInputsRemain) {
   const int64_t base = live();
   {
