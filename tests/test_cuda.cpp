@@ -556,7 +556,7 @@ TEST(Cuda, ConvNetTrainingStepMatchesCpu) {
 TEST(Cuda, IndexingMatchesCpuBitwise) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   // Repeated indices: their gradients add up in the same order on both devices (Note [Index
-  // adjoints by gathering] in cuda/index.cu).
+  // adjoints by sorting] in cuda/index.cu).
   const Tensor rows = from_vector({2, 0, 2, 3, 2}, {5}, kInt64);
   expect_same_forward_backward([&](const std::vector<Tensor>& v) { return index_select(v[0], 1, rows.to(v[0].device())); },
                                {randn({3, 4, 2})}, 0.0);
