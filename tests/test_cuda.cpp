@@ -392,6 +392,43 @@ TEST(Cuda, ReductionsMatchCpu) {
   expect_matches(argmax(with_nan.to(kCUDA), 1), argmax(with_nan, 1));
 }
 
+TEST(Cuda, SplitReductionsMatchCpuAndRepeat) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Few outputs over long rows run as two passes over chunks (Note [Split reductions]): the
+  // results agree with the CPU, and are bitwise the same on a second run.
+  for (DType dtype : {kFloat32, kFloat64, kInt64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == kFloat32 ? 1e-6 : dtype == kFloat64 ? 1e-12 : 0.0;
+    const Tensor x = dtype == kInt64 ? sample({3, 300001}, dtype) : randn({3, 300001}).to(dtype), gx = x.to(kCUDA);
+    const Tensor flat = x.flatten(), gflat = gx.flatten();
+    expect_matches(sum(gflat), sum(flat), tol);
+    EXPECT_EQ(sum(gflat).item(), sum(gflat).item());  // same chunks, same trees
+    expect_matches(sum(gx, {1}), sum(x, {1}), tol);
+    expect_matches(max(gflat), max(flat));
+    expect_matches(min(gx, {1}), min(x, {1}));
+    if (dtype != kInt64) expect_matches(mean(gflat), mean(flat), tol);
+    expect_matches(argmax(gflat, 0), argmax(flat, 0));
+    expect_matches(argmax(gx, 1), argmax(x, 1));
+  }
+  // argmax over chunks: the first of tied maxima, even when the ties sit in different chunks; a
+  // NaN is skipped except at index 0, where it wins (the CPU's scan).
+  Tensor ties = zeros({200000});
+  ties.narrow(0, 150000, 1).fill_(5.0);
+  ties.narrow(0, 7, 1).fill_(5.0);
+  ties.narrow(0, 199999, 1).fill_(5.0);
+  expect_matches(argmax(ties.to(kCUDA), 0), argmax(ties, 0));
+  EXPECT_EQ(argmax(ties.to(kCUDA), 0).item(), 7.0);
+  Tensor nan_late = ties.clone();
+  nan_late.narrow(0, 100, 1).fill_(NAN);
+  expect_matches(argmax(nan_late.to(kCUDA), 0), argmax(nan_late, 0));
+  Tensor nan_first = ties.clone();
+  nan_first.narrow(0, 0, 1).fill_(NAN);
+  expect_matches(argmax(nan_first.to(kCUDA), 0), argmax(nan_first, 0));
+  EXPECT_EQ(argmax(nan_first.to(kCUDA), 0).item(), 0.0);
+  // A NaN anywhere wins max, across chunks too.
+  expect_matches(max(nan_late.to(kCUDA)), max(nan_late));
+}
+
 TEST(Cuda, SoftmaxMatchesCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   for (DType dtype : {kFloat32, kFloat64}) {
