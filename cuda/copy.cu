@@ -1,6 +1,7 @@
 // CUDA kernels that set and move memory: fill, copy (any strides, any dtype pair) and transfer
 // (host <-> device, device <-> device).
 #include "core/kernels.h"
+#include "cuda/host_staging.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -42,16 +43,19 @@ void copy_cuda(const Tensor& src, const Tensor& dst) {
 }
 
 // Note [Synchronous transfers]
-// A copy from or to host memory returns only when it is done, as PyTorch's .to() without
-// non_blocking does. For device -> host that is obvious (the caller reads the result next). For
-// host -> device it matters too: the source is ordinary pageable memory, which CUDA may read
-// after cudaMemcpyAsync has returned, while the caller is free to overwrite or free (and so
-// hand to another tensor through the CPU cache) that buffer right away. Between two devices
-// the source is ready once its own stream is done, and the copy runs on the destination's
-// stream; waiting for that too keeps the source block from being reused under the copy.
+// A copy to host memory returns only when it is done, as PyTorch's .to() without non_blocking
+// does: the caller reads the result next. A copy from host memory is staged through pinned memory
+// and does not wait (Note [Staged host-to-device copies] in cuda/host_staging.cpp); only when it
+// cannot be staged (too large, or no pinned buffer to be had) does it wait, because its source is
+// ordinary pageable memory, which CUDA may read after cudaMemcpyAsync has returned while the
+// caller is free to overwrite or free (and so hand to another tensor through the CPU cache) that
+// buffer right away. Between two devices the source is ready once its own stream is done, and
+// the copy runs on the destination's stream; waiting for that too keeps the source block from
+// being reused under the copy.
 void transfer_cuda(const Tensor& src, const Tensor& dst) {
   const Device from = src.device(), to = dst.device();
   const size_t nbytes = dst.nbytes();
+  if (from.is_cpu() && copy_to_device_staged(to.index, dst.raw_data(), src.raw_data(), nbytes)) return;
   if (from.is_cpu() || to.is_cpu()) {
     const int index = from.is_cpu() ? to.index : from.index;
     DeviceGuard guard(index);

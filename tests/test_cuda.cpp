@@ -160,6 +160,33 @@ TEST(Cuda, RoundTripEveryDType) {
   }
 }
 
+TEST(Cuda, StagedUploadsSurviveTheirSourceBeingOverwritten) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Host -> device copies return before the device has read anything (Note [Staged host-to-device
+  // copies]): the source is overwritten right away, and busy staging buffers must not be reused.
+  // The uploads queue behind a long matmul chain so that many are in flight at once.
+  Tensor busy = randn({512, 512}).to(kCUDA);
+  for (int i = 0; i < 20; ++i) busy = matmul(busy, busy) * 1e-3;
+  std::vector<Tensor> uploaded;
+  Tensor host = empty({3, 1000}, kFloat64);
+  for (int i = 0; i < 40; ++i) {
+    host.fill_(static_cast<double>(i));
+    uploaded.push_back(host.to(kCUDA));
+    uploaded.push_back(host.narrow(1, 0, 7).to(kCUDA));  // another staging size class
+  }
+  host.fill_(-1.0);
+  const Tensor big = full({(int64_t{64} << 20) / 8 + 1}, 5.0, kFloat64);  // past the staged size: waits
+  const Tensor gbig = big.to(kCUDA);
+  for (int i = 0; i < 40; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(min(uploaded[2 * i]).item(), i);
+    EXPECT_EQ(max(uploaded[2 * i]).item(), i);
+    EXPECT_EQ(sum(uploaded[2 * i + 1]).item(), 21.0 * i);
+  }
+  EXPECT_EQ(min(gbig).item(), 5.0);
+  EXPECT_TRUE(std::isfinite(sum(busy).item()));
+}
+
 TEST(Cuda, CopyAndCastNonContiguous) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   for (DType from : kAllDTypes) {
