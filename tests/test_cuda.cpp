@@ -98,6 +98,7 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::index_select.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::scatter_add.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::fingerprint.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::cumsum.has(DeviceType::CUDA));
 }
 
 TEST(CudaContext, BadIndexMessagesNameTheOp) {
@@ -627,6 +628,22 @@ TEST(Cuda, IndexingMatchesCpuBitwise) {
   const Tensor picks = from_vector({1, 1, 0, 2, 2, 2, 0, 1, 1, 0, 0, 0}, {2, 3, 2}, kInt64);
   expect_same_forward_backward([&](const std::vector<Tensor>& v) { return gather(v[0], 1, picks.to(v[0].device())); },
                                {randn({2, 4, 2})}, 0.0);
+}
+
+TEST(Cuda, CumsumMatchesCpuBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // The CPU's additions in the CPU's order (Note [Cumsum one row per thread]): equal bitwise,
+  // forward and backward (a cumsum from the back), along every dim.
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    for (int64_t dim = 0; dim < 3; ++dim)
+      expect_same_forward_backward([&](const std::vector<Tensor>& v) { return cumsum(v[0], dim); },
+                                   {randn({4, 300, 5}).to(dtype)}, 0.0);
+  }
+  for (DType dtype : {kInt64, kUInt8}) {
+    const Tensor x = sample({6, 50}, dtype);
+    expect_matches(cumsum(x.to(kCUDA), 1), cumsum(x, 1));
+  }
 }
 
 TEST(Cuda, TransformerOpsMatchCpu) {
