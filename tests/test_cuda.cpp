@@ -99,6 +99,7 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::scatter_add.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::fingerprint.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::cumsum.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::sort.has(DeviceType::CUDA));
 }
 
 TEST(CudaContext, BadIndexMessagesNameTheOp) {
@@ -644,6 +645,42 @@ TEST(Cuda, CumsumMatchesCpuBitwise) {
     const Tensor x = sample({6, 50}, dtype);
     expect_matches(cumsum(x.to(kCUDA), 1), cumsum(x, 1));
   }
+}
+
+TEST(Cuda, SortMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Note [Sort order] on both devices: NaN largest, -0.0 tied with 0.0, ties by position (Note
+  // [Sorting rows with two stable sorts] in cuda/sort.cu).
+  const std::vector<double> tricky{3, NAN, -0.0, 1, 0.0, -INFINITY, 3, NAN, INFINITY, -2, 0.0, 1};
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = from_vector(tricky, {2, 6}).to(dtype);
+    for (bool descending : {false, true}) {
+      for (int64_t dim : {0, 1}) {
+        const auto [values, indices] = sort(x, dim, descending);
+        const auto [gvalues, gindices] = sort(x.to(kCUDA), dim, descending);
+        expect_matches(gindices, indices);
+        expect_matches(gvalues, values);
+      }
+    }
+    const Tensor big = randint(-4, 4, {7, 1000, 3}).to(dtype);  // many ties
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      expect_matches(argsort(big.to(kCUDA), dim), argsort(big, dim));
+      expect_matches(argsort(big.to(kCUDA), dim, true), argsort(big, dim, true));
+    }
+    const auto [top, where] = topk(big, 5, 1);
+    const auto [gtop, gwhere] = topk(big.to(kCUDA), 5, 1);
+    expect_matches(gwhere, where);
+    expect_matches(gtop, top);
+  }
+  for (DType dtype : {kInt64, kUInt8}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = sample({4, 301}, dtype);
+    expect_matches(argsort(x.to(kCUDA), 1), argsort(x, 1));
+    expect_matches(argsort(x.to(kCUDA), 0, true), argsort(x, 0, true));
+  }
+  const Tensor negative = from_vector({5, -3, 0, -3, 7, -9000000000.0}, {6}, kInt64);
+  expect_matches(argsort(negative.to(kCUDA)), argsort(negative));
 }
 
 TEST(Cuda, TransformerOpsMatchCpu) {
