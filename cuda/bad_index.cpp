@@ -28,17 +28,17 @@ std::string describe(const BadIndex& bad) {
   std::string what;
   switch (static_cast<IndexCheck>(bad.check)) {
     case IndexCheck::CrossEntropyTarget:
-      what = detail::concat("[cross_entropy] target ", bad.value, " is out of range for ", bad.size, " classes");
+      what = ::ember::detail::concat("[cross_entropy] target ", bad.value, " is out of range for ", bad.size, " classes");
       break;
     case IndexCheck::IndexSelect:
     case IndexCheck::Gather:
-      what = detail::concat("[", static_cast<IndexCheck>(bad.check) == IndexCheck::Gather ? "gather" : "index_select",
+      what = ::ember::detail::concat("[", static_cast<IndexCheck>(bad.check) == IndexCheck::Gather ? "gather" : "index_select",
                             "] index ", bad.value, " is out of range for the indexed dim of size ", bad.size);
       break;
     case IndexCheck::Embedding:
-      what = detail::concat("[embedding] id ", bad.value, " is out of range for a table of ", bad.size, " embeddings");
+      what = ::ember::detail::concat("[embedding] id ", bad.value, " is out of range for a table of ", bad.size, " embeddings");
       break;
-    default: what = detail::concat("[cuda] a kernel found a bad index ", bad.value, " (unknown check ", bad.check, ")");
+    default: what = ::ember::detail::concat("[cuda] a kernel found a bad index ", bad.value, " (unknown check ", bad.check, ")");
   }
   return what + " (found on the CUDA device by the kernel and raised at the next synchronisation, so after the call "
                 "that passed it returned)";
