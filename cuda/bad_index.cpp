@@ -25,20 +25,22 @@ Record& record(int index) {
 }  // namespace
 
 std::string describe(const BadIndex& bad) {
+  using ::ember::detail::concat;
+  const auto check = static_cast<IndexCheck>(bad.check);
   std::string what;
-  switch (static_cast<IndexCheck>(bad.check)) {
+  switch (check) {
     case IndexCheck::CrossEntropyTarget:
-      what = ::ember::detail::concat("[cross_entropy] target ", bad.value, " is out of range for ", bad.size, " classes");
+      what = concat("[cross_entropy] target ", bad.value, " is out of range for ", bad.size, " classes");
       break;
     case IndexCheck::IndexSelect:
     case IndexCheck::Gather:
-      what = ::ember::detail::concat("[", static_cast<IndexCheck>(bad.check) == IndexCheck::Gather ? "gather" : "index_select",
-                            "] index ", bad.value, " is out of range for the indexed dim of size ", bad.size);
+      what = concat("[", check == IndexCheck::Gather ? "gather" : "index_select", "] index ", bad.value,
+                    " is out of range for the indexed dim of size ", bad.size);
       break;
     case IndexCheck::Embedding:
-      what = ::ember::detail::concat("[embedding] id ", bad.value, " is out of range for a table of ", bad.size, " embeddings");
+      what = concat("[embedding] id ", bad.value, " is out of range for a table of ", bad.size, " embeddings");
       break;
-    default: what = ::ember::detail::concat("[cuda] a kernel found a bad index ", bad.value, " (unknown check ", bad.check, ")");
+    default: what = concat("[cuda] a kernel found a bad index ", bad.value, " (unknown check ", bad.check, ")");
   }
   return what + " (found on the CUDA device by the kernel and raised at the next synchronisation, so after the call "
                 "that passed it returned)";
