@@ -105,7 +105,7 @@ TEST(Tensor, FloatToIntegerConversionSaturatesThenWraps) {
   constexpr int64_t kMax = INT64_MAX, kMin = INT64_MIN;
   const std::vector<double> edges{nan, inf, -inf, two63, -two63, 1e300, -1e300, -2.9, 2.9, -1.0, 300.5, -0.5};
   for (DType from : {kFloat64, kFloat32}) {
-    const Tensor x = from_vector(edges, {static_cast<int64_t>(edges.size())}).to(from);
+    const Tensor x = from_vector(edges, {static_cast<int64_t>(edges.size())}, from);
     EXPECT_EQ(x.to(kInt64).to_vector<int64_t>(),
               (std::vector<int64_t>{0, kMax, kMin, kMax, kMin, kMax, kMin, -2, 2, -1, 300, 0}))
         << from;
