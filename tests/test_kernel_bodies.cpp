@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,11 +65,17 @@ Window2d window_of(const ConvGeometry& k) {
   return g;
 }
 
+// Its arguments streamed into one string. (GCC 12's -Wrestrict misfires on "literal" + std::string.)
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream s;
+  (s << ... << args);
+  return s.str();
+}
+
 std::string describe(const ConvGeometry& k) {
-  return "n" + std::to_string(k.n) + " c" + std::to_string(k.c) + " " + std::to_string(k.h) + "x" +
-         std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " +
-         std::to_string(k.sh) + "," + std::to_string(k.sw) + " pad " + std::to_string(k.ph) + "," +
-         std::to_string(k.pw) + " dilation " + std::to_string(k.dh) + "," + std::to_string(k.dw);
+  return cat("n", k.n, " c", k.c, " ", k.h, "x", k.w, " kernel ", k.kh, "x", k.kw, " stride ", k.sh, ",", k.sw, " pad ",
+             k.ph, ",", k.pw, " dilation ", k.dh, ",", k.dw);
 }
 
 // Padding, strides, dilations, a kernel wider than the image, 1x1, a single output cell, odd sizes.
@@ -134,7 +141,7 @@ void check_im2col(const ConvGeometry& k) {
     run_all(g.n * g.c * g.oh * g.ow,
             conv_bodies::Im2colBody<float, I>{x.data(), conv_bodies::Geometry<I>::from(g), layout, cols.data()});
     expect_same(cols, naive_im2col(x, g, l.sample, l.row_stride),
-                "im2col " + describe(k) + " row stride " + std::to_string(l.row_stride));
+                cat("im2col ", describe(k), " row stride ", l.row_stride));
   }
 }
 
@@ -153,7 +160,7 @@ void check_col2im(const ConvGeometry& k) {
                                                  x.data()};
     run_all(g.n * g.c * g.h * g.w, body);
     expect_same(x, naive_col2im(cols, g, l.sample, l.row_stride),
-                "col2im " + describe(k) + " row stride " + std::to_string(l.row_stride));
+                cat("col2im ", describe(k), " row stride ", l.row_stride));
   }
 }
 
@@ -290,9 +297,9 @@ TEST(KernelBodies, AvgPoolForwardAndBackwardMatchNaiveLoops) {
             for (int64_t h = b.h0; h < b.h1; ++h)
               for (int64_t w = b.w0; w < b.w1; ++w) want_grad[static_cast<size_t>(p * g.h * g.w + h * g.w + w)] += share;
           }
-      const std::string what = include_pad ? " (count_include_pad)" : "";
-      expect_same(out, want, "avg_pool2d forward" + what);
-      expect_same(grad_x, want_grad, "avg_pool2d backward" + what);
+      const char* what = include_pad ? " (count_include_pad)" : "";
+      expect_same(out, want, cat("avg_pool2d forward", what));
+      expect_same(grad_x, want_grad, cat("avg_pool2d backward", what));
     }
   }
 }
