@@ -13,11 +13,13 @@
 // order, without float atomics (whose order, and so whose rounding, changes from run to run).
 // CUB's radix sort orders (id, position) pairs by id; it is stable, so the positions of one id
 // stay in increasing order. Then one thread per (run of equal ids, column) adds its run's rows in
-// that order: the CPU's additions, bitwise, in O(n log n + n * dim) work.
+// that order: the CPU's additions, bitwise, in O(n log n + n * dim) work. The per-thread bodies
+// are core/kernel_bodies/embedding.h, which tests/test_kernel_bodies.cpp runs on the CPU.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <limits>
 
+#include "core/kernel_bodies/embedding.h"
 #include "core/kernels.h"
 #include "cuda/bad_index.cuh"
 #include "cuda/loops.cuh"
@@ -25,49 +27,33 @@
 namespace ember::cuda {
 namespace {
 
+using embedding_bodies::LookupBody;
+using embedding_bodies::SumRunsBody;
+
+// The lookup's body, plus the record of the first bad id (Note [Index errors found on the
+// device]): the thread of a row's first column checks that row's id, so each id is tested once.
 template <class T>
-struct LookupBody {
-  const T* weight;
-  const int64_t* ids;
-  int64_t num, dim;
-  T nan;
+struct CheckedLookupBody {
+  LookupBody<T> lookup;
   BadIndex* bad;
-  T* out;
   __device__ void operator()(int64_t i) const {
-    const int64_t id = ids[i / dim];
-    out[i] = index_in_range(bad, IndexCheck::Embedding, id, num) ? weight[id * dim + i % dim] : nan;
+    if (i % lookup.dim == 0) index_in_range(bad, IndexCheck::Embedding, lookup.ids[i / lookup.dim], lookup.num);
+    lookup(i);
   }
 };
 
 void embedding_forward_cuda(const Tensor& weight, const Tensor& ids, const Tensor& out) {
   dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
     for_each(weight.device(), out.numel(),
-             LookupBody<T>{weight.data<T>(), ids.data<int64_t>(), weight.size(0), weight.size(1),
-                           std::numeric_limits<T>::quiet_NaN(), bad_index_record(weight.device().index),
-                           out.data<T>()});
+             CheckedLookupBody<T>{{weight.data<T>(), ids.data<int64_t>(), weight.size(0), weight.size(1),
+                                   std::numeric_limits<T>::quiet_NaN(), out.data<T>()},
+                                  bad_index_record(weight.device().index)});
   });
 }
 
 struct IotaBody {
   int64_t* out;
   __device__ void operator()(int64_t i) const { out[i] = i; }
-};
-
-// Thread (p, c) with p the first position of a run of equal sorted ids writes column c of that
-// id's gradient row: the sum of the run's gradient rows, in position order.
-template <class T>
-struct SumRunsBody {
-  const T* grad;
-  const int64_t *sorted_ids, *positions;
-  int64_t n, num, dim;
-  T* grad_weight;
-  __device__ void operator()(int64_t i) const {
-    const int64_t p = i / dim, c = i % dim, id = sorted_ids[p];
-    if ((p > 0 && sorted_ids[p - 1] == id) || id < 0 || id >= num) return;
-    T sum = T(0);
-    for (int64_t q = p; q < n && sorted_ids[q] == id; ++q) sum += grad[positions[q] * dim + c];
-    grad_weight[id * dim + c] = sum;
-  }
 };
 
 Tensor scratch(int64_t count, DType dtype, Device device) { return empty({count}, TensorOptions(dtype).with_device(device)); }

@@ -1,7 +1,21 @@
 // CUDA kernels of batch normalisation over x seen as [n, c, s] (s = spatial size), with the
 // math of core/cpu/norm.cpp: statistics in double, two passes (no E[x^2] - E[x]^2 cancellation),
-// and the backward of Note [Batch-norm backward]. The statistics and the backward give one block
-// to each channel (Note [One block per output] in cuda/reduce.cu); applying is elementwise.
+// and the backward of Note [Batch-norm backward], whose per-element formulas are the CPU's own
+// (core/kernel_bodies/batch_norm.h).
+//
+// Note [Batch-norm sums by channel and split]
+// A channel's n * s elements are cut into `splits` contiguous pieces, and block (piece, channel)
+// of a 2-D grid sums its piece: the GPU stays busy when there are few channels (a ResNet has 16
+// at its widest layers), where one block per channel left most of it idle. Each block writes its
+// partial sums (in double) to a scratch buffer, and a second kernel, one thread per channel, adds
+// a channel's pieces in piece order and finishes the channel (mean, variance, or the backward's
+// coefficients). The pieces depend only on the shape, and both passes add in a fixed order, so
+// the result is the same on every run; no atomics. Inside a piece a thread steps through the
+// channel with ChannelWalk, and the elementwise kernels find each element's channel with
+// ChannelOf: no division per element (Note [Batch-norm indexing]).
+#include <algorithm>
+
+#include "core/kernel_bodies/batch_norm.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
 #include "cuda/loops.cuh"
@@ -9,95 +23,197 @@
 namespace ember::cuda {
 namespace {
 
-// Element j of channel ch, for j in [0, n * s): sample j / s, position j % s.
-__device__ inline int64_t channel_offset(int64_t j, int64_t ch, int64_t c, int64_t s) {
-  return ((j / s) * c + ch) * s + j % s;
+using batch_norm_bodies::ApplyBody;
+using batch_norm_bodies::ChannelOf;
+using batch_norm_bodies::ChannelWalk;
+using batch_norm_bodies::GradInput;
+using batch_norm_bodies::GradInputBody;
+
+// About this many blocks in all, and at least this many elements per piece (16 per thread).
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMinPiece = 4096;
+
+int64_t splits_of(int64_t c, int64_t count) {
+  const int64_t for_blocks = std::max<int64_t>(1, kTargetBlocks / c);
+  const int64_t for_size = std::max<int64_t>(1, (count + kMinPiece - 1) / kMinPiece);
+  return std::min(for_blocks, for_size);
 }
 
-template <class T>
-__global__ void batch_norm_stats_kernel(const T* x, int64_t n, int64_t c, int64_t s, T* mean, T* var) {
-  const int64_t count = n * s;
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    auto at = [&](int64_t j) { return static_cast<double>(x[channel_offset(j, ch, c, s)]); };
-    const double mu = block_reduce<SumOp<double>>(count, at) / static_cast<double>(count);
-    const double sq = block_reduce<SumOp<double>>(count, [&](int64_t j) {
-      const double d = at(j) - mu;
-      return d * d;
-    });
-    if (threadIdx.x == 0) {
-      mean[ch] = static_cast<T>(mu);
-      var[ch] = static_cast<T>(sq / static_cast<double>(count));
+template <int K>
+struct Sums {
+  double v[K];
+};
+
+// Block (piece blockIdx.x, channel blockIdx.y + k * gridDim.y): partial[(ch * splits + piece) * K
+// + k] = the sum over the piece of term(offset, ch).v[k].
+template <int K, class Term>
+__global__ void channel_partials_kernel(Term term, int64_t n, int64_t c, int64_t s, int64_t splits, double* partial) {
+  const int64_t count = n * s, piece = blockIdx.x;
+  const int64_t lo = piece * count / splits, hi = (piece + 1) * count / splits;
+  for (int64_t ch = blockIdx.y; ch < c; ch += gridDim.y) {
+    Sums<K> acc{};
+    const int64_t first = lo + threadIdx.x;
+    ChannelWalk walk(first, ch, c, s, blockDim.x);
+    for (int64_t j = first; j < hi; j += blockDim.x, walk.advance()) {
+      const Sums<K> t = term(walk.offset, ch);
+      for (int k = 0; k < K; ++k) acc.v[k] += t.v[k];
+    }
+    for (int k = 0; k < K; ++k) {
+      // k = blockDim.x: each thread contributes its own sum once, combined along the block's tree
+      const double total = block_reduce<SumOp<double>>(blockDim.x, [&](int64_t) { return acc.v[k]; });
+      if (threadIdx.x == 0) partial[(ch * splits + piece) * K + k] = total;
     }
   }
 }
 
-void batch_norm_stats_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var) {
-  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    launch_per_output(x.device(), c, batch_norm_stats_kernel<T>, x.data<T>(), n, c, s, mean.data<T>(), var.data<T>());
-  });
+// Thread ch: adds the channel's pieces in order and hands the sums to finish(ch, sums).
+template <int K, class Finish>
+struct CombineBody {
+  const double* partial;
+  int64_t splits;
+  Finish finish;
+  __device__ void operator()(int64_t ch) const {
+    Sums<K> total{};
+    for (int64_t piece = 0; piece < splits; ++piece)
+      for (int k = 0; k < K; ++k) total.v[k] += partial[(ch * splits + piece) * K + k];
+    finish(ch, total);
+  }
+};
+
+// The two kernels of the Note for sums of `term` over each channel.
+template <int K, class Term, class Finish>
+void channel_sums(Device device, int64_t n, int64_t c, int64_t s, const Term& term, const Finish& finish) {
+  if (c <= 0) return;
+  const int64_t count = n * s;
+  if (count == 0) return for_each(device, c, CombineBody<K, Finish>{nullptr, 0, finish});  // empty sums
+  const int64_t splits = splits_of(c, count);
+  Tensor partial = empty({c * splits * K}, TensorOptions(kFloat64).with_device(device));
+  {
+    DeviceGuard guard(device.index);
+    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(std::min(c, kMaxBlocks)));
+    channel_partials_kernel<K><<<grid, kBlockSize, 0, stream(device.index)>>>(term, n, c, s, splits,
+                                                                              partial.data<double>());
+    CUDA_CHECK(cudaGetLastError());
+  }
+  for_each(device, c, CombineBody<K, Finish>{partial.data<double>(), splits, finish});
+}
+
+// Grid-stride loop over the n * c * s elements, body(i, channel of i).
+template <class Body>
+__global__ void for_each_with_channel_kernel(int64_t numel, int64_t c, int64_t s, Body body) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (ChannelOf at(i, c, s, step); i < numel; i += step, at.advance()) body(i, at.channel);
+}
+
+template <class Body>
+void for_each_with_channel(Device device, int64_t numel, int64_t c, int64_t s, const Body& body) {
+  if (numel <= 0) return;
+  DeviceGuard guard(device.index);
+  const int64_t blocks = std::min((numel + kBlockSize - 1) / kBlockSize, kMaxBlocks);
+  for_each_with_channel_kernel<<<static_cast<unsigned>(blocks), kBlockSize, 0, stream(device.index)>>>(numel, c, s,
+                                                                                                       body);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 template <class T>
-struct BatchNormApplyBody {
-  const T *x, *mean, *invstd, *weight, *bias;  // weight and bias may be null
-  int64_t c, s;
-  T* out;
-  __device__ void operator()(int64_t i) const {
-    const int64_t ch = (i / s) % c;
-    const T scale = invstd[ch] * (weight ? weight[ch] : T(1));
-    const T shift = (bias ? bias[ch] : T(0)) - mean[ch] * scale;
-    out[i] = x[i] * scale + shift;
+struct ValueTerm {
+  const T* x;
+  __device__ Sums<1> operator()(int64_t at, int64_t) const { return {{static_cast<double>(x[at])}}; }
+};
+
+template <class T>
+struct SquaredDeviationTerm {
+  const T* x;
+  const double* mu;  // [c]
+  __device__ Sums<1> operator()(int64_t at, int64_t ch) const {
+    const double d = static_cast<double>(x[at]) - mu[ch];
+    return {{d * d}};
   }
 };
+
+// mean = sum / count, in T and (for the second pass) in double
+template <class T>
+struct MeanFinish {
+  double count;
+  T* mean;
+  double* mu;
+  __device__ void operator()(int64_t ch, const Sums<1>& sums) const {
+    mu[ch] = sums.v[0] / count;
+    mean[ch] = static_cast<T>(mu[ch]);
+  }
+};
+
+template <class T>
+struct VarianceFinish {
+  double count;
+  T* var;
+  __device__ void operator()(int64_t ch, const Sums<1>& sums) const { var[ch] = static_cast<T>(sums.v[0] / count); }
+};
+
+void batch_norm_stats_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var) {
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
+    const double count = static_cast<double>(n * s);
+    Tensor mu = empty({c}, TensorOptions(kFloat64).with_device(x.device()));
+    channel_sums<1>(x.device(), n, c, s, ValueTerm<T>{x.data<T>()}, MeanFinish<T>{count, mean.data<T>(), mu.data<double>()});
+    channel_sums<1>(x.device(), n, c, s, SquaredDeviationTerm<T>{x.data<T>(), mu.data<double>()},
+                    VarianceFinish<T>{count, var.data<T>()});
+  });
+}
 
 void batch_norm_apply_cuda(const Tensor& x, int64_t, int64_t c, int64_t s, const Tensor& mean, const Tensor& invstd,
                            const Tensor& weight, const Tensor& bias, const Tensor& out) {
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    const BatchNormApplyBody<T> body{x.data<T>(),
-                                     mean.data<T>(),
-                                     invstd.data<T>(),
-                                     weight.defined() ? weight.data<T>() : nullptr,
-                                     bias.defined() ? bias.data<T>() : nullptr,
-                                     c,
-                                     s,
-                                     out.data<T>()};
-    for_each(x.device(), x.numel(), body);
+    const ApplyBody<T> body{x.data<T>(),
+                            mean.data<T>(),
+                            invstd.data<T>(),
+                            weight.defined() ? weight.data<T>() : nullptr,
+                            bias.defined() ? bias.data<T>() : nullptr,
+                            out.data<T>()};
+    for_each_with_channel(x.device(), x.numel(), c, s, body);
   });
 }
 
+// sum(g) and sum(g * (x - mean)) over a channel
 template <class T>
-__global__ void batch_norm_backward_kernel(const T* g, const T* x, int64_t n, int64_t c, int64_t s, const T* mean,
-                                           const T* invstd, const T* weight, T* grad_x, T* grad_weight,
-                                           T* grad_bias) {
-  const int64_t count = n * s;
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    const double mu = static_cast<double>(mean[ch]), inv = static_cast<double>(invstd[ch]);
-    auto grad_at = [&](int64_t j) { return static_cast<double>(g[channel_offset(j, ch, c, s)]); };
-    auto centred_at = [&](int64_t j) { return static_cast<double>(x[channel_offset(j, ch, c, s)]) - mu; };
-    const double sum_g = block_reduce<SumOp<double>>(count, grad_at);
-    const double sum_g_xhat =
-        block_reduce<SumOp<double>>(count, [&](int64_t j) { return grad_at(j) * centred_at(j); }) * inv;
-    if (threadIdx.x == 0) {
-      if (grad_weight) grad_weight[ch] = static_cast<T>(sum_g_xhat);
-      if (grad_bias) grad_bias[ch] = static_cast<T>(sum_g);
-    }
-    const double k = (weight ? static_cast<double>(weight[ch]) : 1.0) * inv / static_cast<double>(count);
-    for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-      const double xhat = centred_at(j) * inv;
-      grad_x[channel_offset(j, ch, c, s)] =
-          static_cast<T>(k * (static_cast<double>(count) * grad_at(j) - sum_g - xhat * sum_g_xhat));
-    }
+struct BackwardTerm {
+  const T *g, *x, *mean;
+  __device__ Sums<2> operator()(int64_t at, int64_t ch) const {
+    const double grad = static_cast<double>(g[at]);
+    return {{grad, grad * (static_cast<double>(x[at]) - static_cast<double>(mean[ch]))}};
   }
-}
+};
+
+// The weight and bias gradients and grad_x's coefficients of a channel (Note [Batch-norm backward])
+template <class T>
+struct BackwardFinish {
+  double count;
+  const T *invstd, *weight;  // weight may be null
+  T *grad_weight, *grad_bias;  // may be null
+  GradInput<T>* coefficients;
+  __device__ void operator()(int64_t ch, const Sums<2>& sums) const {
+    const double inv = static_cast<double>(invstd[ch]), sum_g = sums.v[0], sum_g_xhat = sums.v[1] * inv;
+    if (grad_weight) grad_weight[ch] = static_cast<T>(sum_g_xhat);
+    if (grad_bias) grad_bias[ch] = static_cast<T>(sum_g);
+    coefficients[ch] = batch_norm_bodies::grad_input_coefficients<T>(
+        sum_g, sum_g_xhat, inv, weight ? static_cast<double>(weight[ch]) : 1.0, count);
+  }
+};
 
 void batch_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                               const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                               const Tensor& grad_weight, const Tensor& grad_bias) {
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    launch_per_output(x.device(), c, batch_norm_backward_kernel<T>, grad_out.data<T>(), x.data<T>(), n, c, s,
-                      mean.data<T>(), invstd.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
-                      grad_x.data<T>(), grad_weight.defined() ? grad_weight.data<T>() : nullptr,
-                      grad_bias.defined() ? grad_bias.data<T>() : nullptr);
+    Tensor scratch = empty({c * static_cast<int64_t>(sizeof(GradInput<T>))}, TensorOptions(kUInt8).with_device(x.device()));
+    auto* coefficients = reinterpret_cast<GradInput<T>*>(scratch.raw_data());
+    channel_sums<2>(x.device(), n, c, s, BackwardTerm<T>{grad_out.data<T>(), x.data<T>(), mean.data<T>()},
+                    BackwardFinish<T>{static_cast<double>(n * s), invstd.data<T>(),
+                                      weight.defined() ? weight.data<T>() : nullptr,
+                                      grad_weight.defined() ? grad_weight.data<T>() : nullptr,
+                                      grad_bias.defined() ? grad_bias.data<T>() : nullptr, coefficients});
+    for_each_with_channel(x.device(), x.numel(), c, s,
+                          GradInputBody<T>{grad_out.data<T>(), x.data<T>(), mean.data<T>(), coefficients,
+                                           grad_x.data<T>()});
   });
 }
 

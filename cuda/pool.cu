@@ -8,7 +8,10 @@
 // cover its cell in increasing output order and adds what each one sends to it. That is the
 // order the CPU adds in, so the results are bitwise the CPU's. The candidate windows come from
 // inverting the window rule (Candidates in core/pool_windows.h); each candidate is then checked
-// with the forward's own rule, so the inversion only has to include every covering window.
+// with the forward's own rule, so the inversion only has to include every covering window. The
+// per-thread bodies are core/kernel_bodies/pool.h, which tests/test_kernel_bodies.cpp runs on
+// the CPU against naive loops.
+#include "core/kernel_bodies/pool.h"
 #include "core/kernels.h"
 #include "core/pool_windows.h"
 #include "cuda/loops.cuh"
@@ -18,24 +21,12 @@ namespace {
 
 using kernels::Window2d;
 using pooling::AdaptiveWindows;
-using pooling::Candidates;
+using pooling::AverageForwardBody;
+using pooling::AverageShare;
+using pooling::GatherBody;
+using pooling::MaxPoolForwardBody;
+using pooling::MaxShare;
 using pooling::PoolWindows;
-using pooling::Window;
-
-template <class T>
-struct MaxPoolForwardBody {
-  const T* x;
-  PoolWindows windows;
-  T* out;
-  int64_t* indices;
-  __device__ void operator()(int64_t i) const {
-    const Window2d& g = windows.g;
-    const int64_t cells = g.oh * g.ow, plane = i / cells, o = i % cells;
-    const pooling::WindowMax<T> best = pooling::window_max(x + plane * g.h * g.w, g.w, windows(o / g.ow, o % g.ow));
-    out[i] = best.value;
-    indices[i] = best.at;
-  }
-};
 
 void max_pool2d_forward_cuda(const Tensor& x, const Window2d& g, const Tensor& out, const Tensor& indices) {
   dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>() {
@@ -43,47 +34,6 @@ void max_pool2d_forward_cuda(const Tensor& x, const Window2d& g, const Tensor& o
              MaxPoolForwardBody<T>{x.data<T>(), PoolWindows{g, false}, out.data<T>(), indices.data<int64_t>()});
   });
 }
-
-// Input cell i of grad_x gathers from the windows that cover it (see the Note); `share(o, win,
-// cell)` is what window o sends to `cell` (flat h * w + w in the plane).
-template <class T, class Windows, class Share>
-struct GatherBody {
-  Windows windows;
-  Share share;
-  T* grad_x;
-  bool accumulate;  // max pooling adds to grad_x (zero-filled by the caller); averages write it
-  __device__ void operator()(int64_t i) const {
-    const Window2d& g = windows.g;
-    const int64_t plane = i / (g.h * g.w), cell = i % (g.h * g.w), h = cell / g.w, w = cell % g.w;
-    const Candidates rows = windows.rows(h), cols = windows.cols(w);
-    T sum = accumulate ? grad_x[i] : T(0);
-    for (int64_t oh = rows.lo; oh <= rows.hi; ++oh) {
-      for (int64_t ow = cols.lo; ow <= cols.hi; ++ow) {
-        const Window win = windows(oh, ow);
-        if (!win.covers(h, w)) continue;
-        sum += share(plane * g.oh * g.ow + oh * g.ow + ow, win, cell);
-      }
-    }
-    grad_x[i] = sum;
-  }
-};
-
-template <class T>
-struct MaxShare {
-  const T* grad_out;
-  const int64_t* indices;
-  __device__ T operator()(int64_t o, const Window&, int64_t cell) const {
-    return indices[o] == cell ? grad_out[o] : T(0);
-  }
-};
-
-template <class T>
-struct AverageShare {
-  const T* grad_out;
-  __device__ T operator()(int64_t o, const Window& win, int64_t) const {
-    return grad_out[o] / static_cast<T>(win.divisor);
-  }
-};
 
 void max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, const Window2d& g,
                               const Tensor& grad_x) {
@@ -94,18 +44,6 @@ void max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& indices, con
                   true});
   });
 }
-
-template <class T, class Windows>
-struct AverageForwardBody {
-  const T* x;
-  Windows windows;
-  T* out;
-  __device__ void operator()(int64_t i) const {
-    const Window2d& g = windows.g;
-    const int64_t cells = g.oh * g.ow, plane = i / cells, o = i % cells;
-    out[i] = pooling::window_average(x + plane * g.h * g.w, g.w, windows(o / g.ow, o % g.ow));
-  }
-};
 
 template <class Windows>
 void average_forward(const Tensor& x, const Windows& windows, const Tensor& out) {

@@ -579,27 +579,32 @@ TEST(Cuda, PoolingMatchesCpuBitwise) {
 
 TEST(Cuda, BatchNormMatchesCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  for (DType dtype : {kFloat32, kFloat64}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    const double tol = dtype == kFloat32 ? 1e-5 : 1e-10;
-    const Tensor running_mean = zeros({4}, dtype), running_var = ones({4}, dtype);
-    const Tensor grunning_mean = running_mean.to(kCUDA), grunning_var = running_var.to(kCUDA);
-    const Tensor x = (randn({6, 4, 5, 5}) * 3.0 + 1.0).to(dtype);
-    const std::vector<Tensor> cpu = leaves_on({x, randn({4}).to(dtype), randn({4}).to(dtype)}, kCPU);
-    const std::vector<Tensor> gpu = leaves_on({cpu[0], cpu[1], cpu[2]}, kCUDA);
-    const Tensor y = batch_norm(cpu[0], running_mean, running_var, cpu[1], cpu[2], true);
-    const Tensor gy = batch_norm(gpu[0], grunning_mean, grunning_var, gpu[1], gpu[2], true);
-    expect_matches(gy, y, tol);
-    expect_matches(grunning_mean, running_mean, tol);
-    expect_matches(grunning_var, running_var, tol);
-    const Tensor r = randn(y.shape()).to(dtype);
-    sum(y * r).backward();
-    sum(gy * r.to(kCUDA)).backward();
-    for (size_t i = 0; i < 3; ++i) expect_matches(gpu[i].grad(), cpu[i].grad(), tol);
-    // Evaluation mode normalises with the running statistics.
-    expect_matches(batch_norm(gpu[0].detach(), grunning_mean, grunning_var, gpu[1].detach(), gpu[2].detach(), false),
-                   batch_norm(cpu[0].detach(), running_mean, running_var, cpu[1].detach(), cpu[2].detach(), false),
-                   tol);
+  // One piece per channel; several pieces whose bounds fall inside a sample (Note [Batch-norm sums
+  // by channel and split]); and s = 1 (BatchNorm1d), where every step of a walk changes sample.
+  for (const Shape& shape : std::vector<Shape>{{6, 4, 5, 5}, {9, 3, 37, 41}, {20000, 4}}) {
+    for (DType dtype : {kFloat32, kFloat64}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << shape_str(shape));
+      const double tol = dtype == kFloat32 ? 1e-5 : 1e-10;
+      const int64_t c = shape[1];
+      const Tensor running_mean = zeros({c}, dtype), running_var = ones({c}, dtype);
+      const Tensor grunning_mean = running_mean.to(kCUDA), grunning_var = running_var.to(kCUDA);
+      const Tensor x = (randn(shape) * 3.0 + 1.0).to(dtype);
+      const std::vector<Tensor> cpu = leaves_on({x, randn({c}).to(dtype), randn({c}).to(dtype)}, kCPU);
+      const std::vector<Tensor> gpu = leaves_on({cpu[0], cpu[1], cpu[2]}, kCUDA);
+      const Tensor y = batch_norm(cpu[0], running_mean, running_var, cpu[1], cpu[2], true);
+      const Tensor gy = batch_norm(gpu[0], grunning_mean, grunning_var, gpu[1], gpu[2], true);
+      expect_matches(gy, y, tol);
+      expect_matches(grunning_mean, running_mean, tol);
+      expect_matches(grunning_var, running_var, tol);
+      const Tensor r = randn(y.shape()).to(dtype);
+      sum(y * r).backward();
+      sum(gy * r.to(kCUDA)).backward();
+      for (size_t i = 0; i < 3; ++i) expect_matches(gpu[i].grad(), cpu[i].grad(), tol);
+      // Evaluation mode normalises with the running statistics.
+      expect_matches(batch_norm(gpu[0].detach(), grunning_mean, grunning_var, gpu[1].detach(), gpu[2].detach(), false),
+                     batch_norm(cpu[0].detach(), running_mean, running_var, cpu[1].detach(), cpu[2].detach(), false),
+                     tol);
+    }
   }
 }
 

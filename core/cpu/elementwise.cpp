@@ -1,14 +1,18 @@
 // CPU kernels for fill, copy (with dtype conversion), unary, binary and where.
-// The op is chosen by a switch outside the loop; the loop body is a lambda the compiler inlines,
-// so there is no call per element (see Note [CPU elementwise loops]).
+// The op is chosen by a switch outside the loop; the loop body is a functor of the shared math
+// table (Note [One math table]) that the compiler inlines, so there is no call per element (see
+// Note [CPU elementwise loops]).
 #include <cmath>
 
 #include "core/convert.h"
 #include "core/cpu/loops.h"
+#include "core/elementwise_math.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
 namespace {
+
+using math::Compute;
 
 template <class T>
 T* at(char* p) { return reinterpret_cast<T*>(p); }
@@ -39,8 +43,19 @@ void copy_cpu(const Tensor& src, const Tensor& dst) {
   });
 }
 
-// Unary ops run through simd_dispatch: with the vmath functions inlined, exp, gelu, tanh, ... on
-// float32 vectorise like an add (Note [Vectorisable float math]).
+// The math of every op is the shared table (Note [One math table]); here it gets the CPU's
+// elementary functions. Those are inline and straight-line for float, so under simd_dispatch
+// exp, gelu, tanh, ... on float32 vectorise like an add (Note [Vectorisable float math]).
+struct HostFunctions {
+  template <class C> static C exp(C v) { return vmath::exp(v); }
+  template <class C> static C log(C v) { return vmath::log(v); }
+  template <class C> static C tanh(C v) { return vmath::tanh(v); }
+  template <class C> static C erf(C v) { return vmath::erf(v); }
+  template <class C> static C sqrt(C v) { return std::sqrt(v); }
+  template <class C> static C abs(C v) { return std::abs(v); }
+  template <class C> static C pow(C v, C e) { return std::pow(v, e); }
+};
+
 template <class T, class F>
 void unary_loop(const Tensor& x, const Tensor& out, F f) {
   for_each_row<2>({&out, &x}, [&](auto p, auto s, int64_t n) {
@@ -57,41 +72,12 @@ void unary_loop(const Tensor& x, const Tensor& out, F f) {
 }
 
 void unary_cpu(kernels::UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
-  using kernels::UnaryOp;
   dispatch(x.dtype(), [&]<class T>() {
     using C = Compute<T>;
-    const C ca = static_cast<C>(a), cb = static_cast<C>(b);
-    constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
-    constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);
-    switch (op) {
-      case UnaryOp::Neg: return unary_loop<T>(x, out, [](C v) { return -v; });
-      case UnaryOp::Exp: return unary_loop<T>(x, out, [](C v) { return vmath::exp(v); });
-      case UnaryOp::Log: return unary_loop<T>(x, out, [](C v) { return vmath::log(v); });
-      case UnaryOp::Sqrt: return unary_loop<T>(x, out, [](C v) { return std::sqrt(v); });
-      case UnaryOp::Rsqrt: return unary_loop<T>(x, out, [](C v) { return C(1) / std::sqrt(v); });
-      case UnaryOp::Abs: return unary_loop<T>(x, out, [](C v) { return std::abs(v); });
-      case UnaryOp::Sign: return unary_loop<T>(x, out, [](C v) { return C((v > 0) - (v < 0)); });
-      case UnaryOp::Relu: return unary_loop<T>(x, out, [](C v) { return v > 0 ? v : C(0); });
-      case UnaryOp::Sigmoid: return unary_loop<T>(x, out, [](C v) { return C(1) / (C(1) + vmath::exp(-v)); });
-      case UnaryOp::Tanh: return unary_loop<T>(x, out, [](C v) { return vmath::tanh(v); });
-      case UnaryOp::Gelu:
-        return unary_loop<T>(x, out, [=](C v) { return C(0.5) * v * (C(1) + vmath::erf(v * kSqrt1_2)); });
-      case UnaryOp::GeluDerivative:
-        return unary_loop<T>(x, out, [=](C v) {
-          return C(0.5) * (C(1) + vmath::erf(v * kSqrt1_2)) + v * kInvSqrt2Pi * vmath::exp(C(-0.5) * v * v);
-        });
-      case UnaryOp::Silu: return unary_loop<T>(x, out, [](C v) { return v / (C(1) + vmath::exp(-v)); });
-      case UnaryOp::SiluDerivative:
-        return unary_loop<T>(x, out, [](C v) {
-          const C s = C(1) / (C(1) + vmath::exp(-v));
-          return s * (C(1) + v * (C(1) - s));
-        });
-      case UnaryOp::PowScalar: return unary_loop<T>(x, out, [=](C v) { return std::pow(v, ca); });
-      case UnaryOp::Clamp: return unary_loop<T>(x, out, [=](C v) { return v < ca ? ca : (v > cb ? cb : v); });
-      case UnaryOp::InRange: return unary_loop<T>(x, out, [=](C v) { return C(v >= ca && v <= cb); });
-      case UnaryOp::LeakyRelu: return unary_loop<T>(x, out, [=](C v) { return v > 0 ? v : ca * v; });
-      case UnaryOp::AffineScalar: return unary_loop<T>(x, out, [=](C v) { return ca * v + cb; });
-    }
+    const bool known = math::visit_unary(op, [&]<kernels::UnaryOp kOp>() {
+      unary_loop<T>(x, out, math::UnaryMath<kOp, C, HostFunctions>{static_cast<C>(a), static_cast<C>(b)});
+    });
+    EMBER_CHECK(known, "[unary] unknown op ", static_cast<int>(op));
   });
 }
 
@@ -114,24 +100,11 @@ void binary_loop(const Tensor& x, const Tensor& y, const Tensor& out, F f) {
 }
 
 void binary_cpu(kernels::BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
-  using kernels::BinaryOp;
   dispatch(x.dtype(), [&]<class T>() {
-    using C = Compute<T>;
-    switch (op) {
-      case BinaryOp::Add: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a + b; });
-      case BinaryOp::Sub: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a - b; });
-      case BinaryOp::Mul: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a * b; });
-      case BinaryOp::Div: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a / b; });
-      case BinaryOp::Pow: return binary_loop<T, T>(x, y, out, [](C a, C b) { return std::pow(a, b); });
-      case BinaryOp::Maximum: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a > b ? a : b; });
-      case BinaryOp::Minimum: return binary_loop<T, T>(x, y, out, [](C a, C b) { return a < b ? a : b; });
-      case BinaryOp::Eq: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a == b; });
-      case BinaryOp::Ne: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a != b; });
-      case BinaryOp::Lt: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a < b; });
-      case BinaryOp::Le: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a <= b; });
-      case BinaryOp::Gt: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a > b; });
-      case BinaryOp::Ge: return binary_loop<T, uint8_t>(x, y, out, [](C a, C b) { return a >= b; });
-    }
+    const bool known = math::visit_binary(op, [&]<kernels::BinaryOp kOp>() {
+      binary_loop<T, math::BinaryResult<kOp, T>>(x, y, out, math::BinaryMath<kOp, Compute<T>, HostFunctions>{});
+    });
+    EMBER_CHECK(known, "[binary] unknown op ", static_cast<int>(op));
   });
 }
 

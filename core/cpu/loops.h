@@ -23,10 +23,6 @@ namespace ember::cpu {
 
 inline constexpr int64_t kParallelGrain = 32768;  // elements per thread before going parallel
 
-// The compute type of T: floats compute in themselves, integers in double.
-template <class T>
-using Compute = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-
 template <size_t N>
 struct RowLayout {
   Shape shape;                       // coalesced; the last dim is the row

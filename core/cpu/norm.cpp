@@ -1,9 +1,11 @@
 // CPU kernels of batch normalisation over x seen as [n, c, s] (s = spatial size). Sums run in
 // float lanes folded into double (Note [Lane reductions]) and the loops through simd_dispatch;
-// each channel is independent, so channels are the parallel axis.
+// each channel is independent, so channels are the parallel axis. The per-element math (apply,
+// grad_x) is core/kernel_bodies/batch_norm.h, which the CUDA kernels run too.
 #include <cmath>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_bodies/batch_norm.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
@@ -51,12 +53,10 @@ void batch_norm_apply_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     T* po = out.data<T>();
     parallel_for(n * c, n * c * s, [&](int64_t r) {
-      const int64_t ch = r % c;
-      const T scale = pi[ch] * (pw ? pw[ch] : T(1));
-      const T shift = (pb ? pb[ch] : T(0)) - pm[ch] * scale;
+      const batch_norm_bodies::Affine<T> affine = batch_norm_bodies::affine(pm, pi, pw, pb, r % c);
       const T* in = px + r * s;
       T* o = po + r * s;
-      for (int64_t j = 0; j < s; ++j) o[j] = in[j] * scale + shift;
+      for (int64_t j = 0; j < s; ++j) o[j] = batch_norm_bodies::apply(in[j], affine);
     });
   });
 }
@@ -87,14 +87,14 @@ void batch_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n,
             inv * channel_sum<T>(n, c, s, ch, [pg, px, m](int64_t at) { return pg[at] * (px[at] - m); });
         if (pgw) pgw[ch] = static_cast<T>(sum_g_xhat);
         if (pgb) pgb[ch] = static_cast<T>(sum_g);
-        // dL/dx = k (M g - sum(g) - xhat sum(g xhat)) = a g - b - c (x - mean), in T
-        const double k = (pw ? static_cast<double>(pw[ch]) : 1.0) * inv / count;
-        const T a = static_cast<T>(k * count), b = static_cast<T>(k * sum_g), cx = static_cast<T>(k * inv * sum_g_xhat);
+        // dL/dx = k (M g - sum(g) - xhat sum(g xhat)) = a g - b - cx (x - mean), in T
+        const batch_norm_bodies::GradInput<T> k = batch_norm_bodies::grad_input_coefficients<T>(
+            sum_g, sum_g_xhat, inv, pw ? static_cast<double>(pw[ch]) : 1.0, count);
         for (int64_t i = 0; i < n; ++i) {
           const int64_t at = (i * c + ch) * s;
           const T *g = pg + at, *in = px + at;
           T* out = pgx + at;
-          for (int64_t j = 0; j < s; ++j) out[j] = a * g[j] - b - cx * (in[j] - m);
+          for (int64_t j = 0; j < s; ++j) out[j] = batch_norm_bodies::grad_input(k, m, g[j], in[j]);
         }
       });
     });
