@@ -11,6 +11,7 @@
 // every run. The weight gradient is the batch of per-sample products g_n @ cols_n^T summed over
 // n by the reduce kernel.
 #include "core/kernels.h"
+#include "cuda/cudnn.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -71,11 +72,13 @@ Tensor im2col(const Tensor& x, const Window2d& g) {
 }
 
 void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
+  if (cudnn::conv2d_forward(x, weight, g, out)) return;  // Note [cuDNN or ember's kernels]
   const int64_t oc = weight.size(0), ck = weight.size(1);
   kernels::matmul[x.device()](weight.unsqueeze(0).expand({g.n, oc, ck}), im2col(x, g), out);
 }
 
 void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
+  if (cudnn::conv2d_backward_input(grad, weight, g, grad_x)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1);
   Tensor cols = device_empty({g.n, ck, g.oh * g.ow}, grad);
   kernels::matmul[grad.device()](weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols);
@@ -85,6 +88,7 @@ void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const 
 }
 
 void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
+  if (cudnn::conv2d_backward_weight(grad, x, g, grad_weight)) return;
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1);
   Tensor per_sample = device_empty({g.n, oc, ck}, grad);
   kernels::matmul[grad.device()](grad, im2col(x, g).transpose(1, 2), per_sample);

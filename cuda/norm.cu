@@ -4,6 +4,7 @@
 // to each channel (Note [One block per output] in cuda/reduce.cu); applying is elementwise.
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
+#include "cuda/cudnn.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -93,6 +94,8 @@ __global__ void batch_norm_backward_kernel(const T* g, const T* x, int64_t n, in
 void batch_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                               const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                               const Tensor& grad_weight, const Tensor& grad_bias) {
+  // Note [cuDNN or ember's kernels]
+  if (cudnn::batch_norm_backward(grad_out, x, n, c, s, mean, invstd, weight, grad_x, grad_weight, grad_bias)) return;
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     launch_per_output(x.device(), c, batch_norm_backward_kernel<T>, grad_out.data<T>(), x.data<T>(), n, c, s,
                       mean.data<T>(), invstd.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
