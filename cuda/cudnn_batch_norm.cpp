@@ -9,6 +9,7 @@
 // [n, c, s, 1] (cuda/cudnn_shapes.h). A batch norm without affine weight is the one with weight 1,
 // so a ones vector stands in for it; gradients the caller did not ask for go to scratch vectors.
 // float32 only: float64 runs ember's kernel.
+#include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/cudnn_handle.h"
 #include "cuda/cudnn_shapes.h"
@@ -22,6 +23,7 @@ bool batch_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t n, int
   const auto shape = cudnn_batch_norm_shape(n, c, s);
   if (!shape) return false;
   const int device = x.device().index;
+  const DeviceGuard guard(device);  // cuDNN launches on the current device
   const cudnnDataType_t type = cudnn_data_type(x.dtype());
   TensorDescriptor data, channels;
   data.set(type, *shape);

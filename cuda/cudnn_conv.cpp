@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/cudnn_handle.h"
 #include "cuda/cudnn_shapes.h"
@@ -183,6 +184,7 @@ bool conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::Window
   const auto s = usable(x, g, weight.size(0));
   if (!s) return false;
   const int device = x.device().index;
+  const DeviceGuard guard(device);  // cuDNN launches on the current device
   const Convolution c(*s, x.dtype());
   const auto choice = choose<Forward>(device, c, *s);
   if (!choice) return false;
@@ -201,6 +203,7 @@ bool conv2d_backward_input(const Tensor& grad, const Tensor& weight, const kerne
   const auto s = usable(grad, g, weight.size(0));
   if (!s) return false;
   const int device = grad.device().index;
+  const DeviceGuard guard(device);  // cuDNN launches on the current device
   const Convolution c(*s, grad.dtype());
   const auto choice = choose<BackwardData>(device, c, *s);
   if (!choice) return false;
@@ -219,6 +222,7 @@ bool conv2d_backward_weight(const Tensor& grad, const Tensor& x, const kernels::
   const auto s = usable(grad, g, grad_weight.size(0));
   if (!s) return false;
   const int device = grad.device().index;
+  const DeviceGuard guard(device);  // cuDNN launches on the current device
   const Convolution c(*s, grad.dtype());
   const auto choice = choose<BackwardFilter>(device, c, *s);
   if (!choice) return false;
