@@ -33,6 +33,17 @@ bool parse_cudnn_switch(const char* value);
 void set_cudnn_enabled(bool enabled);
 // The switch: set_cudnn_enabled's last value, else EMBER_CUDNN's.
 bool cudnn_requested();
+// Sets the switch for a scope and then puts back what it was, e.g. for a test of ember's own kernels.
+class CudnnSwitchGuard {
+ public:
+  explicit CudnnSwitchGuard(bool enabled);
+  ~CudnnSwitchGuard();
+  CudnnSwitchGuard(const CudnnSwitchGuard&) = delete;
+  CudnnSwitchGuard& operator=(const CudnnSwitchGuard&) = delete;
+
+ private:
+  int before_;  // the override before the guard: -1 (none: EMBER_CUDNN decides), 0 or 1
+};
 // Whether convolutions and the batch-norm backward go to cuDNN now: requested, built with it,
 // and libcudnn loaded (this loads it; no GPU is needed).
 bool cudnn_active();

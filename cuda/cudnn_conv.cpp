@@ -66,11 +66,9 @@ struct Forward {
                                                                perf.data()));
     return got;
   }
-  static size_t workspace(cudnnHandle_t h, const Convolution& c, Algo a) {
-    size_t bytes = 0;
-    CUDNN_CHECK(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(h, c.x.get(), c.weight.get(), c.conv.get(),
-                                                                c.out.get(), a, &bytes));
-    return bytes;
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Convolution& c, Algo a, size_t* bytes) {
+    return cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(h, c.x.get(), c.weight.get(), c.conv.get(),
+                                                                c.out.get(), a, bytes);
   }
 };
 
@@ -89,11 +87,9 @@ struct BackwardData {
                                                                     perf.data()));
     return got;
   }
-  static size_t workspace(cudnnHandle_t h, const Convolution& c, Algo a) {
-    size_t bytes = 0;
-    CUDNN_CHECK(cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.weight.get(), c.out.get(), c.conv.get(),
-                                                                     c.x.get(), a, &bytes));
-    return bytes;
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Convolution& c, Algo a, size_t* bytes) {
+    return cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.weight.get(), c.out.get(), c.conv.get(),
+                                                                     c.x.get(), a, bytes);
   }
 };
 
@@ -112,11 +108,9 @@ struct BackwardFilter {
                                                                       &got, perf.data()));
     return got;
   }
-  static size_t workspace(cudnnHandle_t h, const Convolution& c, Algo a) {
-    size_t bytes = 0;
-    CUDNN_CHECK(cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.out.get(), c.conv.get(),
-                                                                       c.weight.get(), a, &bytes));
-    return bytes;
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Convolution& c, Algo a, size_t* bytes) {
+    return cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.out.get(), c.conv.get(),
+                                                                       c.weight.get(), a, bytes);
   }
 };
 
@@ -157,8 +151,10 @@ std::optional<Choice<Direction>> choose(int device, const Convolution& c, const 
     const auto& p = perf[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
     if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-    const size_t bytes = Direction::workspace(h, c, p.algo);
-    if (bytes <= kMaxWorkspace) choice = Choice<Direction>{p.algo, bytes};
+    // A candidate cuDNN cannot size is skipped like one that needs too much: not an error.
+    size_t bytes = 0;
+    if (Direction::workspace(h, c, p.algo, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= kMaxWorkspace)
+      choice = Choice<Direction>{p.algo, bytes};
   }
   chosen->emplace(key, choice);
   return choice;

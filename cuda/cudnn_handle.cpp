@@ -32,6 +32,8 @@ cudnnDataType_t cudnn_data_type(DType dtype) {
   }
 }
 
+// The destroy calls' status is not checked: a destructor must not throw, and a failed destroy
+// leaks one descriptor at most.
 TensorDescriptor::TensorDescriptor() { CUDNN_CHECK(cudnn_api().cudnnCreateTensorDescriptor(&d_)); }
 TensorDescriptor::~TensorDescriptor() { cudnn_api().cudnnDestroyTensorDescriptor(d_); }
 void TensorDescriptor::set(cudnnDataType_t type, const std::array<int, 4>& nchw) {

@@ -35,6 +35,9 @@ bool cudnn_requested() {
   return from_environment;
 }
 
+CudnnSwitchGuard::CudnnSwitchGuard(bool enabled) : before_(override_switch.load()) { set_cudnn_enabled(enabled); }
+CudnnSwitchGuard::~CudnnSwitchGuard() { override_switch.store(before_); }
+
 int64_t cudnn_calls() { return calls.load(); }
 
 void cudnn::note_call() { calls.fetch_add(1, std::memory_order_relaxed); }

@@ -19,16 +19,6 @@ using namespace ember;
 
 namespace {
 
-// Puts the switch back as it was (EMBER_CUDNN's value or an earlier override).
-class SwitchRestorer {
- public:
-  SwitchRestorer() : before_(cuda::cudnn_requested()) {}
-  ~SwitchRestorer() { cuda::set_cudnn_enabled(before_); }
-
- private:
-  bool before_;
-};
-
 template <class Fn>
 std::string error_of(Fn fn) {
   try {
@@ -90,7 +80,7 @@ TEST(CudnnSwitch, ParsesEmberCudnn) {
 }
 
 TEST(CudnnSwitch, OverrideDecidesThePath) {
-  SwitchRestorer restore;
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
   cuda::set_cudnn_enabled(false);
   EXPECT_FALSE(cuda::cudnn_requested());
   EXPECT_FALSE(cuda::cudnn_active());
@@ -103,6 +93,20 @@ TEST(CudnnSwitch, OverrideDecidesThePath) {
   EXPECT_FALSE(cuda::cudnn_active());
   EXPECT_NE(status.find("built without cuDNN"), std::string::npos) << status;
 #endif
+}
+
+TEST(CudnnSwitch, GuardPutsBackTheSwitch) {
+  const bool before = cuda::cudnn_requested();
+  {
+    const cuda::CudnnSwitchGuard off(false);
+    EXPECT_FALSE(cuda::cudnn_requested());
+    {
+      const cuda::CudnnSwitchGuard on(true);
+      EXPECT_TRUE(cuda::cudnn_requested());
+    }
+    EXPECT_FALSE(cuda::cudnn_requested());
+  }
+  EXPECT_EQ(cuda::cudnn_requested(), before);
 }
 
 // scripts/gpu-check reads this line to report which path the CUDA tests ran.
@@ -152,7 +156,7 @@ TEST(CudnnShapes, BatchNormIsSpatialNchw) {
 
 TEST(CudnnMatchesReference, ConvForwardAndGradients) {
   SKIP_UNLESS_CUDNN();
-  SwitchRestorer restore;
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
   struct Case {
     Shape x, weight;
     Pair stride, padding, dilation;
@@ -195,7 +199,7 @@ TEST(CudnnMatchesReference, ConvForwardAndGradients) {
 
 TEST(CudnnMatchesReference, BatchNormTrainEvalBackward) {
   SKIP_UNLESS_CUDNN();
-  SwitchRestorer restore;
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
   const double momentum = 0.3, eps = 1e-3;
   for (const Shape& shape : {Shape{6, 4, 5, 5}, Shape{8, 3}}) {
     for (const bool affine : {true, false}) {
