@@ -21,6 +21,7 @@
 
 #include "core/kernel_bodies/im2col.h"
 #include "core/kernels.h"
+#include "cuda/cudnn.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -53,6 +54,7 @@ void im2col(const T* x, const Window2d& g, int64_t sample_stride, int64_t row_st
 }
 
 void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
+  if (cudnn::conv2d_forward(x, weight, g, out)) return;  // Note [cuDNN or ember's kernels]
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   Tensor cols = device_empty({g.n, ck, cells}, x);
   dispatch_floating(x.dtype(), "conv2d", [&]<class T>() { im2col(x.data<T>(), g, ck * cells, cells, cols); });
@@ -60,6 +62,7 @@ void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& 
 }
 
 void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
+  if (cudnn::conv2d_backward_input(grad, weight, g, grad_x)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   Tensor cols = device_empty({g.n, ck, cells}, grad);
   kernels::matmul[grad.device()](weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols);
@@ -93,6 +96,7 @@ void weight_gradient_of_samples(const Tensor& grad, const Tensor& x, Window2d g,
 }
 
 void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
+  if (cudnn::conv2d_backward_weight(grad, x, g, grad_weight)) return;
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1), cells = g.oh * g.ow;
   // cuBLAS's k = samples * cells must be an int (a single sample past that is the matmul's error)
   const int64_t per_product = std::max<int64_t>(1, std::numeric_limits<int>::max() / std::max<int64_t>(cells, 1));

@@ -18,6 +18,7 @@
 #include "core/kernel_bodies/batch_norm.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
+#include "cuda/cudnn.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -203,6 +204,8 @@ struct BackwardFinish {
 void batch_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                               const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                               const Tensor& grad_weight, const Tensor& grad_bias) {
+  // Note [cuDNN or ember's kernels]
+  if (cudnn::batch_norm_backward(grad_out, x, n, c, s, mean, invstd, weight, grad_x, grad_weight, grad_bias)) return;
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     Tensor scratch = empty({c * static_cast<int64_t>(sizeof(GradInput<T>))}, TensorOptions(kUInt8).with_device(x.device()));
     auto* coefficients = reinterpret_cast<GradInput<T>*>(scratch.raw_data());

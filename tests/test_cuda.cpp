@@ -17,6 +17,7 @@
 #include "core/ops.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
+#include "cuda/cudnn.h"
 
 using namespace ember;
 
@@ -925,7 +926,8 @@ TEST_F(CudaLarge, SumAndArgmaxOf3e8Elements) {
 }
 
 TEST_F(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
-  // N * H * W = 256 * 256 * 256 = 2^24 values per channel.
+  // N * H * W = 256 * 256 * 256 = 2^24 values per channel, through ember's kernels (not cuDNN's).
+  const cuda::CudnnSwitchGuard ember_kernels(false);
   const Tensor x = (randn({256, 3, 256, 256}, kOnGpu) * 3.0 + 1.0).to(kCPU);
   const std::vector<Tensor> cpu = leaves_on({x, randn({3}), randn({3})}, kCPU);
   const std::vector<Tensor> gpu = leaves_on({cpu[0], cpu[1], cpu[2]}, kCUDA);
@@ -946,6 +948,7 @@ TEST_F(CudaLarge, BatchNormOver2To24ElementsPerChannel) {
 }
 
 TEST_F(CudaLarge, Im2colPast2To32ColumnElements) {
+  const cuda::CudnnSwitchGuard ember_kernels(false);  // im2col, not cuDNN
   // Columns [512, 64 * 3 * 3, 128 * 128]: 4.8e9 elements (19 GB), the last samples' entries past
   // 2^32. The output gradient is zero except for samples 0 and 511, so the CPU reference needs
   // only those two samples: the weight gradient comes from them alone.
