@@ -1,7 +1,6 @@
-# The common end of ember's find modules (FindOpenBLASOpenMP.cmake, Findstb.cmake,
-# FindNCCL.cmake): once they have searched <package>_LIBRARY and <package>_INCLUDE_DIR, report the
-# result as every find module does (<package>_FOUND, or why not) and define the imported target
-# <target> for them.
+# The common end of ember's find modules (FindOpenBLASOpenMP.cmake, Findstb.cmake): once they
+# have searched <package>_LIBRARY and <package>_INCLUDE_DIR, report the result as every find
+# module does (<package>_FOUND, or why not) and define the imported target <target> for them.
 include(FindPackageHandleStandardArgs)
 
 macro(ember_import_library package target install_hint)

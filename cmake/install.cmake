@@ -53,6 +53,5 @@ install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/emberConfigVersion.cmake
   cmake/FindOpenBLASOpenMP.cmake
   cmake/Findstb.cmake
-  cmake/FindNCCL.cmake
   cmake/ember_import_library.cmake
   DESTINATION ${EMBER_INSTALL_CMAKEDIR})

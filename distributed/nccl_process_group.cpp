@@ -31,7 +31,6 @@
 #include "distributed/nccl_process_group.h"
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <string>
 #include <utility>
@@ -43,6 +42,7 @@
 #include "cuda/context.h"
 #include "distributed/collective_check.h"
 #include "distributed/mpi_runtime.h"
+#include "distributed/nccl_library.h"
 
 namespace ember::distributed {
 
@@ -52,8 +52,8 @@ namespace {
 // recorded one, its explanation.
 void check_nccl(ncclResult_t result, const char* call, ncclComm_t comm) {
   if (result == ncclSuccess) return;
-  const char* detail = ncclGetLastError(comm);
-  EMBER_FAIL("[distributed] ", call, " failed: ", ncclGetErrorString(result),
+  const char* detail = nccl().get_last_error(comm);
+  EMBER_FAIL("[distributed] ", call, " failed: ", nccl().get_error_string(result),
              detail && *detail ? detail::concat(" (", detail, ")") : std::string());
 }
 
@@ -99,7 +99,7 @@ class NcclWork final : public Work {
     if (state == cudaErrorNotReady) {
       (void)cudaGetLastError();  // "not yet" is no error for the next CUDA_CHECK to find (Note [Clearing the CUDA error state])
       ncclResult_t failure = ncclSuccess;
-      check_nccl(ncclCommGetAsyncError(comm_, &failure), "ncclCommGetAsyncError", comm_);
+      check_nccl(nccl().comm_get_async_error(comm_, &failure), "ncclCommGetAsyncError", comm_);
       check_nccl(failure, "an NCCL collective", comm_);
       return false;
     }
@@ -128,7 +128,7 @@ class NcclProcessGroup final : public ProcessGroup {
     // Non-blocking: a copy on the legacy default stream in user code must not queue behind a
     // collective that waits for another rank. The events order it with ember's stream.
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    const ncclResult_t result = ncclCommInitRank(&comm_, size, id, rank);
+    const ncclResult_t result = nccl().comm_init_rank(&comm_, size, id, rank);
     if (result != ncclSuccess) {
       (void)cudaStreamDestroy(stream_);
       check_nccl(result, "ncclCommInitRank", nullptr);
@@ -138,7 +138,7 @@ class NcclProcessGroup final : public ProcessGroup {
     // The collectives still queued finish first (ncclCommDestroy frees what they use). None of
     // these calls needs the current device; errors are ignored, as a destructor must not throw.
     (void)cudaStreamSynchronize(stream_);
-    (void)ncclCommDestroy(comm_);
+    (void)nccl().comm_destroy(comm_);
     (void)cudaStreamDestroy(stream_);
   }
 
@@ -167,7 +167,7 @@ class NcclProcessGroup final : public ProcessGroup {
     check_root(root, size_, "broadcast");
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
       wait_on_compute(enqueue("ncclBroadcast", [&](cudaStream_t s) {
-        return ncclBroadcast(buffer.raw_data(), buffer.raw_data(), count(buffer), nccl_type(buffer.dtype()), root,
+        return nccl().broadcast(buffer.raw_data(), buffer.raw_data(), count(buffer), nccl_type(buffer.dtype()), root,
                              comm_, s);
       }));
     });
@@ -216,7 +216,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   Event start_allreduce(const Tensor& buffer, ReduceOp op) {
     return enqueue("ncclAllReduce", [&](cudaStream_t s) {
-      return ncclAllReduce(buffer.raw_data(), buffer.raw_data(), count(buffer), nccl_type(buffer.dtype()),
+      return nccl().all_reduce(buffer.raw_data(), buffer.raw_data(), count(buffer), nccl_type(buffer.dtype()),
                            op == ReduceOp::Avg ? ncclAvg : ncclSum, comm_, s);
     });
   }
@@ -224,7 +224,7 @@ class NcclProcessGroup final : public ProcessGroup {
   // `all` (contiguous, size_ times mine's elements) gets every rank's `mine`, rank r's at r.
   void gather_into(const Tensor& mine, const Tensor& all) {
     wait_on_compute(enqueue("ncclAllGather", [&](cudaStream_t s) {
-      return ncclAllGather(mine.raw_data(), all.raw_data(), count(mine), nccl_type(mine.dtype()), comm_, s);
+      return nccl().all_gather(mine.raw_data(), all.raw_data(), count(mine), nccl_type(mine.dtype()), comm_, s);
     }));
   }
 
@@ -263,8 +263,9 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::optional<Launch
   EMBER_CHECK(where.local_rank < devices, "[init_process_group] rank ", where.rank, " is process ", where.local_rank,
               " of its machine, which has ", devices, " CUDA device(s): the NCCL backend needs a device per "
               "process, so start at most ", devices, " process(es) per machine");
+  nccl();  // loaded on every rank before any waits for rank 0's message (Note [NCCL loaded at run time])
   StartMessage message;
-  if (where.rank == 0) message.result = ncclGetUniqueId(&message.id);
+  if (where.rank == 0) message.result = nccl().get_unique_id(&message.id);
   if (where.size > 1) {
     ensure_mpi(launch);
     broadcast_bytes_over_mpi(&message, static_cast<int>(sizeof message), 0);
