@@ -61,4 +61,13 @@ void check_same_call_on_all_ranks(Collective collective, const Tensor& tensor, i
                 "; every rank must pass the same dtype and shape");
 }
 
+void check_reduce_op(const Tensor& tensor, ReduceOp op, const char* api) {
+  EMBER_CHECK(op == ReduceOp::Sum || is_floating(tensor.dtype()), "[", api,
+              "] ReduceOp::Avg needs a floating tensor; got ", tensor.dtype());
+}
+
+void check_root(int root, int size, const char* api) {
+  EMBER_CHECK(root >= 0 && root < size, "[", api, "] root ", root, " is not a rank of this group of ", size);
+}
+
 }  // namespace ember::distributed

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "distributed/process_group.h"
 
 namespace ember::distributed {
 
@@ -21,5 +22,19 @@ using GatherWords = std::function<std::vector<int64_t>(const std::vector<int64_t
 // shape (and, for a broadcast, the same root).
 void check_same_call_on_all_ranks(Collective collective, const Tensor& tensor, int root, int size,
                                   const GatherWords& gather);
+
+// The argument checks both backends make before a collective (`api` names the call in messages).
+// Average = sum / size, for floating tensors only (an integer average would round).
+void check_reduce_op(const Tensor& tensor, ReduceOp op, const char* api);
+void check_root(int root, int size, const char* api);
+
+// Runs `collective` on tensor's memory, or on a contiguous copy that is then copied back.
+template <class Collective>
+void in_place_on_contiguous(const Tensor& tensor, Collective collective) {
+  if (tensor.is_contiguous()) return collective(tensor);
+  const Tensor buffer = tensor.contiguous();
+  collective(buffer);
+  tensor.copy_(buffer);
+}
 
 }  // namespace ember::distributed

@@ -24,6 +24,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, std::shared
   EMBER_CHECK(group_, "[DistributedDataParallel] the process group is null");
   register_module("module", module_);
   parameters_ = requiring_grad(module_.named_parameters());
+  for (const auto& [name, p] : module_.named_parameters())
+    EMBER_CHECK(p.device() == group_->device(), "[DistributedDataParallel] parameter '", name, "' is on ", p.device(),
+                " but the ", backend_name(group_->backend()), " group's collectives work on ", group_->device(),
+                " tensors: move the model to the group's device() before wrapping it");
   check_same_model_on_all_ranks();
   {
     NoGradGuard no_grad;
@@ -57,7 +61,9 @@ DistributedDataParallel::~DistributedDataParallel() {
 // lets the buckets use allreduce_async without a header exchange (Note [Process groups]).
 void DistributedDataParallel::check_same_model_on_all_ranks() {
   const auto count = static_cast<int64_t>(parameters_.size());
-  const Tensor counts = group_->allgather(full({1}, static_cast<double>(count), TensorOptions(kInt64)));
+  // Gathered on the group's device, read on the host.
+  const TensorOptions options = TensorOptions(kInt64).with_device(group_->device());
+  const Tensor counts = group_->allgather(full({1}, static_cast<double>(count), options)).to(kCPU);
   for (int r = 1; r < group_->size(); ++r)
     EMBER_CHECK(counts.at({r, 0}) == counts.at({0, 0}), "[DistributedDataParallel] rank 0's model has ",
                 counts.at({0, 0}), " parameters that require grad but rank ", r, "'s has ", counts.at({r, 0}),
@@ -68,7 +74,7 @@ void DistributedDataParallel::check_same_model_on_all_ranks() {
     mine.data<int64_t>()[2 * i] = p.numel();
     mine.data<int64_t>()[2 * i + 1] = static_cast<int64_t>(p.dtype());
   }
-  const Tensor all = group_->allgather(mine);
+  const Tensor all = group_->allgather(mine.to(group_->device())).to(kCPU);
   for (int r = 1; r < group_->size(); ++r)
     for (int64_t i = 0; i < count; ++i)
       EMBER_CHECK(all.at({r, i, 0}) == all.at({0, i, 0}) && all.at({r, i, 1}) == all.at({0, i, 1}),

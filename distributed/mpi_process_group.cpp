@@ -7,50 +7,11 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "distributed/collective_check.h"
+#include "distributed/mpi_runtime.h"
 
 namespace ember::distributed {
 
 namespace {
-
-// Turns an MPI return code into an Error naming the call (the communicators use
-// MPI_ERRORS_RETURN, so MPI reports failures instead of aborting the process).
-void check_mpi(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  EMBER_FAIL("[distributed] ", call, " failed: ", std::string(text, static_cast<size_t>(length)));
-}
-
-// MPI lives once per process: initialised on first use, finalised when the program exits
-// (the static below is destroyed then). Only the thread that initialised it calls MPI
-// (MPI_THREAD_FUNNELED): the training thread, which also runs backward and its hooks.
-struct MpiRuntime {
-  bool initialised_here = false;
-  MpiRuntime() {
-    int initialised = 0;
-    check_mpi(MPI_Initialized(&initialised), "MPI_Initialized");
-    if (initialised) return;
-    int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-    initialised_here = true;
-  }
-  ~MpiRuntime() {
-    int finalised = 0;
-    MPI_Finalized(&finalised);
-    if (initialised_here && !finalised) MPI_Finalize();
-  }
-  MpiRuntime(const MpiRuntime&) = delete;
-  MpiRuntime& operator=(const MpiRuntime&) = delete;
-};
-
-void ensure_mpi() { static MpiRuntime runtime; }
-
-bool mpi_finalised() {
-  int finalised = 0;
-  MPI_Finalized(&finalised);
-  return finalised != 0;
-}
 
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
@@ -71,12 +32,6 @@ void check_tensor(const Tensor& t, const char* op) {
   EMBER_CHECK(t.defined(), "[", op, "] got an undefined tensor");
   EMBER_CHECK(t.device().is_cpu(), "[", op, "] the MPI backend works on CPU tensors; got a tensor on ", t.device(),
               " (CUDA tensors need the NCCL backend)");
-}
-
-// Average = sum / size, for floating tensors only (an integer average would round).
-void check_reduce_op(const Tensor& t, ReduceOp op, const char* api) {
-  EMBER_CHECK(op == ReduceOp::Sum || is_floating(t.dtype()), "[", api, "] ReduceOp::Avg needs a floating tensor; got ",
-              t.dtype());
 }
 
 void finish_average(const Tensor& t, ReduceOp op, int size) {
@@ -132,6 +87,7 @@ class MpiProcessGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Backend backend() const override { return Backend::MPI; }
+  Device device() const override { return kCPU; }
 
   void allreduce(const Tensor& tensor, ReduceOp op) override {
     check_tensor(tensor, "allreduce");
@@ -159,7 +115,7 @@ class MpiProcessGroup final : public ProcessGroup {
   void broadcast(const Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast");
     check_same_call(Collective::Broadcast, tensor, root);
-    EMBER_CHECK(root >= 0 && root < size_, "[broadcast] root ", root, " is not a rank of this group of ", size_);
+    check_root(root, size_, "broadcast");
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
       check_mpi(MPI_Bcast(buffer.raw_data(), mpi_count(buffer, "broadcast"), mpi_type(buffer.dtype()), root, comm_),
                 "MPI_Bcast");
@@ -193,15 +149,6 @@ class MpiProcessGroup final : public ProcessGroup {
     });
   }
 
-  // Runs `collective` on tensor's memory, or on a contiguous copy that is copied back.
-  template <class Collective>
-  static void in_place_on_contiguous(const Tensor& tensor, Collective collective) {
-    if (tensor.is_contiguous()) return collective(tensor);
-    const Tensor buffer = tensor.contiguous();
-    collective(buffer);
-    tensor.copy_(buffer);
-  }
-
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
@@ -210,13 +157,8 @@ class MpiProcessGroup final : public ProcessGroup {
 }  // namespace
 
 std::shared_ptr<ProcessGroup> make_mpi_process_group(const std::optional<LaunchInfo>& launch) {
-  ensure_mpi();
-  auto group = std::make_shared<MpiProcessGroup>();
-  if (launch)
-    EMBER_CHECK(group->rank() == launch->rank && group->size() == launch->size, "[init_process_group] MPI says rank ",
-                group->rank(), " of ", group->size(), " but the launcher set ", launch->variables, " to ", launch->rank,
-                " of ", launch->size, ": was the program started by another MPI's launcher?");
-  return group;
+  ensure_mpi(launch);
+  return std::make_shared<MpiProcessGroup>();
 }
 
 }  // namespace ember::distributed

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "distributed/mpi_process_group.h"
+#include "distributed/nccl_process_group.h"
 
 namespace ember::distributed {
 
@@ -32,14 +33,19 @@ std::optional<int> int_variable(const char* name, int minimum) {
 }  // namespace
 
 std::optional<LaunchInfo> launch_info_from_environment() {
-  for (auto [rank_name, size_name] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                      std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+  struct Names {
+    const char *rank_name, *size_name, *local_rank_name;
+  };
+  for (auto [rank_name, size_name, local_rank_name] :
+       {Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+        Names{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}}) {
     const std::optional<int> rank = int_variable(rank_name, 0), size = int_variable(size_name, 1);
     if (!rank && !size) continue;
     EMBER_CHECK(rank && size, "[init_process_group] ", rank ? size_name : rank_name, " is not set but ",
                 rank ? rank_name : size_name, " is: a launcher sets both");
     EMBER_CHECK(*rank < *size, "[init_process_group] ", rank_name, "=", *rank, " is not below ", size_name, "=", *size);
-    return LaunchInfo{*rank, *size, detail::concat(rank_name, "/", size_name)};
+    const std::optional<int> local_rank = int_variable(local_rank_name, 0);
+    return LaunchInfo{*rank, *size, local_rank.value_or(*rank), detail::concat(rank_name, "/", size_name)};
   }
   return std::nullopt;
 }
@@ -52,9 +58,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
               "require_launcher = false to run it as a group of one process");
   switch (options.backend) {
     case Backend::MPI: return make_mpi_process_group(launch);
-    case Backend::NCCL:
-      EMBER_FAIL("[init_process_group] this build of ember has no NCCL backend (CUDA tensors); use Backend::MPI "
-                 "with CPU tensors");
+    case Backend::NCCL: return make_nccl_process_group(launch);
   }
   EMBER_FAIL("[init_process_group] unknown backend");
 }

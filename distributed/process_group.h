@@ -14,7 +14,8 @@
 // DistributedDataParallel launches during backward, where a blocking exchange would stall the
 // backward; DDP checks its buckets' layout once, at construction) and returns a Work to wait on.
 // The backend is a subclass: MpiProcessGroup (CPU tensors, Open MPI) is built when MPI is found
-// (EMBER_MPI); an NCCL backend for CUDA tensors would be another subclass behind Backend::NCCL.
+// (EMBER_MPI), NcclProcessGroup (CUDA tensors, one device per rank; Note [NCCL collectives]) when
+// the CUDA backend is built and NCCL is found as well (EMBER_NCCL).
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +30,8 @@ enum class Backend { MPI, NCCL };
 const char* backend_name(Backend backend);
 
 // A collective started by allreduce_async. Until wait() returns, the tensor belongs to the
-// collective: do not read or write it.
+// collective: do not read or write it. (On CUDA tensors "finished" is in stream order: after
+// wait(), every ember op on the tensor's device runs after the collective; the host is not held.)
 class Work {
  public:
   virtual ~Work() = default;
@@ -50,6 +52,8 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual Backend backend() const = 0;
+  // Where the tensors this group's collectives take live: the CPU (MPI), this rank's GPU (NCCL).
+  virtual Device device() const = 0;
 
   // In place: `tensor` becomes the sum (or average; floating dtypes only) over all ranks.
   virtual void allreduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
@@ -67,6 +71,9 @@ class ProcessGroup {
 struct LaunchInfo {
   int rank = 0;
   int size = 1;
+  // Which of its machine's processes this one is (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's
+  // MPI_LOCALRANKID; `rank` when the launcher sets neither): the NCCL backend uses GPU local_rank.
+  int local_rank = 0;
   std::string variables;  // which pair was read, for messages
 };
 // None when the process was not started by a launcher; an Error when the variables are there
@@ -82,7 +89,7 @@ struct InitOptions {
 };
 
 // The group of all processes the launcher started. MPI is initialised on the first call and
-// finalised at exit.
+// finalised at exit (the NCCL backend uses MPI only to start a group of more than one rank).
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options = {});
 
 }  // namespace ember::distributed

@@ -7,7 +7,8 @@ namespace ember::examples {
 
 void add_distributed_flag(CLI::App& app, bool& distributed) {
   app.add_flag("--distributed", distributed,
-               "data-parallel over the processes `mpirun -np N` started (--batch-size is per process)");
+               "data-parallel over the processes `mpirun -np N` started (--batch-size is per process; "
+               "MPI on the CPU, NCCL with --device cuda: one GPU per process)");
 }
 
 struct DistributedTraining::State {
@@ -17,7 +18,12 @@ struct DistributedTraining::State {
 
 DistributedTraining::DistributedTraining(bool enabled, TrainConfig& config) : state_(std::make_unique<State>()) {
   if (!enabled) return;
-  state_->group = distributed::init_process_group();
+  // The backend follows the device: MPI reduces CPU tensors, NCCL CUDA tensors, each rank on the
+  // GPU of its place on its machine (local rank), whatever index --device named.
+  const bool on_gpu = Device(config.device).is_cuda();
+  state_->group = distributed::init_process_group(
+      {.backend = on_gpu ? distributed::Backend::NCCL : distributed::Backend::MPI});
+  if (on_gpu) config.device = state_->group->device().str();
   config.rank = state_->group->rank();
   config.world_size = state_->group->size();
 }

@@ -1,7 +1,8 @@
 #pragma once
 // --distributed for the example programs: data-parallel training over the processes mpirun
 // started, one model replica per process (docs/distributed.md):
-//   mpirun -np 2 ./train_mlp --distributed
+//   mpirun -np 2 ./train_mlp --distributed                 (MPI, on the CPU)
+//   mpirun -np 2 ./train_mlp --distributed --device cuda   (NCCL, GPU 0 and GPU 1)
 // Each rank trains on its shard of the training set (config.rank, config.world_size: a
 // DistributedSampler in fashion_mnist_loaders) at --batch-size per rank, so the global batch is
 // world_size times that; DistributedDataParallel averages the gradients; rank 0 alone prints,
@@ -19,8 +20,9 @@ void add_distributed_flag(CLI::App& app, bool& distributed);
 
 class DistributedTraining {
  public:
-  // With `enabled`, joins the launcher's process group and sets config.rank and world_size
-  // (an Error when the program was not started by mpirun); otherwise a single process.
+  // With `enabled`, joins the launcher's process group (NCCL when config.device is a GPU, then
+  // set to this rank's GPU; MPI otherwise) and sets config.rank and world_size (an Error when
+  // the program was not started by mpirun); otherwise a single process.
   DistributedTraining(bool enabled, TrainConfig& config);
   ~DistributedTraining();
   DistributedTraining(const DistributedTraining&) = delete;

@@ -8,6 +8,9 @@
 #include "distributed/distributed.h"
 #include "distributed_helpers.h"
 #include "test_helpers.h"
+#ifdef EMBER_WITH_NCCL
+#include "cuda/context.h"
+#endif
 
 using namespace ember;
 using namespace ember::distributed;
@@ -18,7 +21,8 @@ namespace {
 // Runs fn with the launcher's variables unset (and puts back what was there).
 template <class Fn>
 void without_launcher(Fn fn) {
-  const char* names[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"};
+  const char* names[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                         "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"};
   std::vector<std::pair<std::string, std::string>> saved;
   for (const char* n : names)
     if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
@@ -51,6 +55,12 @@ TEST(ProcessGroup, ReadsAndChecksTheLaunchersVariables) {
     ASSERT_TRUE(info.has_value());
     EXPECT_EQ(info->rank, 1);
     EXPECT_EQ(info->size, 4);
+    EXPECT_EQ(info->local_rank, 1);  // no local rank set: one machine
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    EXPECT_EQ(launch_info_from_environment()->local_rank, 0);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "-1", 1);
+    expect_error([] { launch_info_from_environment(); }, "OMPI_COMM_WORLD_LOCAL_RANK='-1' is not a number >= 0");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
     setenv("OMPI_COMM_WORLD_RANK", "4", 1);
     expect_error([] { launch_info_from_environment(); }, "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4");
     setenv("OMPI_COMM_WORLD_RANK", "one", 1);
@@ -61,11 +71,23 @@ TEST(ProcessGroup, ReadsAndChecksTheLaunchersVariables) {
   });
 }
 
+#ifdef EMBER_WITH_NCCL
+// The NCCL backend's first check comes before any NCCL call (tests/test_distributed_nccl.cpp runs
+// the backend on a GPU).
+TEST(ProcessGroup, NcclWithoutAGpuSaysSo) {
+  if (cuda::is_available()) GTEST_SKIP() << "this machine has a CUDA device";
+  without_launcher([] {
+    expect_error([] { init_process_group({Backend::NCCL, false}); },
+                 "the NCCL backend needs a CUDA device, and none is available");
+  });
+}
+#else
 TEST(ProcessGroup, NcclIsNotBuiltIntoThisEmber) {
   without_launcher([] {
     expect_error([] { init_process_group({Backend::NCCL, false}); }, "no NCCL backend");
   });
 }
+#endif
 
 TEST(ProcessGroup, AGroupOfOneRunsEveryCollective) {
   auto group = single_process_group();

@@ -1,0 +1,62 @@
+#include "distributed/mpi_runtime.h"
+
+#include <mpi.h>
+
+#include <string>
+
+#include "core/check.h"
+
+namespace ember::distributed {
+
+namespace {
+
+// The static in ensure_mpi is destroyed when the program exits, which finalises MPI.
+struct MpiRuntime {
+  bool initialised_here = false;
+  MpiRuntime() {
+    int initialised = 0;
+    check_mpi(MPI_Initialized(&initialised), "MPI_Initialized");
+    if (initialised) return;
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    initialised_here = true;
+  }
+  ~MpiRuntime() {
+    if (initialised_here && !mpi_finalised()) MPI_Finalize();
+  }
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+};
+
+}  // namespace
+
+void check_mpi(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  EMBER_FAIL("[distributed] ", call, " failed: ", std::string(text, static_cast<size_t>(length)));
+}
+
+void ensure_mpi(const std::optional<LaunchInfo>& launch) {
+  static MpiRuntime runtime;
+  if (!launch) return;
+  int rank = 0, size = 1;
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  EMBER_CHECK(rank == launch->rank && size == launch->size, "[init_process_group] MPI says rank ", rank, " of ", size,
+              " but the launcher set ", launch->variables, " to ", launch->rank, " of ", launch->size,
+              ": was the program started by another MPI's launcher?");
+}
+
+bool mpi_finalised() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  return finalised != 0;
+}
+
+void broadcast_bytes_over_mpi(void* data, int bytes, int root) {
+  check_mpi(MPI_Bcast(data, bytes, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+}  // namespace ember::distributed

@@ -1,0 +1,27 @@
+#pragma once
+// MPI once per process, for the backends that use it: MpiProcessGroup's collectives, and the
+// NCCL backend's start, which sends rank 0's NCCL id to the other ranks over MPI (Note [Starting
+// an NCCL group]). Internal to distributed/.
+#include <optional>
+
+#include "distributed/process_group.h"
+
+namespace ember::distributed {
+
+// Turns an MPI return code into an Error naming the call (ember's communicators use
+// MPI_ERRORS_RETURN, so MPI reports failures instead of aborting the process).
+void check_mpi(int code, const char* call);
+
+// Initialises MPI on the first call (a process started without a launcher becomes a group of
+// one, MPI's "singleton" start); finalised when the program exits. Only the thread that
+// initialised it calls MPI (MPI_THREAD_FUNNELED): the training thread, which also runs backward
+// and its hooks. Then checks that MPI's rank and size are the launcher's.
+void ensure_mpi(const std::optional<LaunchInfo>& launch);
+
+// Whether MPI_Finalize has run (a destructor at exit must not call MPI after it).
+bool mpi_finalised();
+
+// `bytes` bytes at `data` on rank `root` of MPI_COMM_WORLD copied to every other rank's `data`.
+void broadcast_bytes_over_mpi(void* data, int bytes, int root);
+
+}  // namespace ember::distributed
