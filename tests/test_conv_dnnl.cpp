@@ -145,7 +145,7 @@ TEST_F(ConvDnnl, EmptyChannelsRunTheReference) {
 TEST_F(ConvDnnl, TheCacheStaysBounded) {
   set_conv_backend(ConvBackend::OneDNN);
   const Tensor w = randn({2, 1, 1, 1});
-  for (int64_t size = 1; size <= 80; ++size) conv2d(randn({1, 1, 1, size}), w);  // 80 geometries
+  for (int64_t size = 1; size <= 80; ++size) conv2d(randn({1, 1, 1, size}), w, Tensor());  // 80 geometries
   EXPECT_LE(cpu::dnnl_conv_counts().cached, 64u);
   EXPECT_GE(cpu::dnnl_conv_counts().cached, 1u);
 }

@@ -7,9 +7,11 @@
 // the tests run both and compare, and cases oneDNN does not take run the reference.
 //  - Layouts. ember's tensors are plain NCHW and OIHW. The primitives are asked for their
 //    preferred layout ("any": channels in blocks of 8 on AVX2), and the input, weight and
-//    output are reordered into it and back on every call: the reorders are memory-bound passes
-//    over each tensor, much cheaper than the columns, and the blocked kernels are faster than
-//    oneDNN's own plain-layout path by more than they cost (bench/RESULTS.md).
+//    output are reordered into it and back on every call. The reorders are memory-bound passes
+//    over each tensor (a fifth of oneDNN's time in a ResNet-20 step); asked for plain layouts
+//    instead, oneDNN falls back to an im2col + gemm of its own and the step is 1.4x slower than
+//    ember's reference, where the blocked kernels with their reorders are faster
+//    (bench/RESULTS.md, "Convolution through oneDNN").
 //  - Primitives are expensive to create (a JIT compile), so they are kept in a small cache keyed
 //    by direction, geometry and thread count, least recently used first out. A primitive
 //    splits its work for the thread count it was created under: with the count in the key, a
@@ -25,11 +27,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -84,12 +86,15 @@ struct Key {
 };
 
 memory::desc plain_desc(const memory::dims& dims, Tag tag) { return {dims, memory::data_type::f32, tag}; }
-memory::desc any_desc(const memory::dims& dims) {
-  static const bool plain = std::getenv("EMBER_DNNL_PLAIN") != nullptr;  // MEASURE-ONLY
-  return {dims, memory::data_type::f32, plain ? (dims.size() == 4 ? Tag::abcd : Tag::any) : Tag::any};
+memory::desc any_desc(const memory::dims& dims) { return {dims, memory::data_type::f32, Tag::any}; }
+
+// oneDNN's "ref:" implementations are plain loops, slower than ember's im2col: those cases stay
+// with the reference.
+bool is_plain_loop(const dnnl::primitive_desc_base& pd) {
+  return std::string_view(pd.impl_info_str()).starts_with("ref");
 }
 
-// Builds the primitive for `key`; throws dnnl::error where oneDNN has no implementation.
+// Builds the primitive for `key`; null, or dnnl::error thrown, where oneDNN has no fast one.
 std::shared_ptr<const Conv> create(const Key& key) {
   const Window2d& g = key.g;
   const memory::dims src{g.n, g.c, g.h, g.w}, wei{key.oc, g.c, g.kh, g.kw}, dst{g.n, key.oc, g.oh, g.ow};
@@ -103,6 +108,7 @@ std::shared_ptr<const Conv> create(const Key& key) {
       {dnnl::prop_kind::forward_training, algo, any_desc(src), any_desc(wei), any_desc(dst), stride, dilation, pad,
        pad},
       attr, engine);
+  if (is_plain_loop(forward)) return nullptr;
   const memory::desc src_plain = plain_desc(src, Tag::nchw), wei_plain = plain_desc(wei, Tag::oihw),
                      dst_plain = plain_desc(dst, Tag::nchw);
   switch (key.direction) {
@@ -114,6 +120,7 @@ std::shared_ptr<const Conv> create(const Key& key) {
     case Direction::BackwardInput: {
       const dnnl::convolution_backward_data::primitive_desc pd(
           {algo, any_desc(src), any_desc(wei), any_desc(dst), stride, dilation, pad, pad}, attr, engine, forward);
+      if (is_plain_loop(pd)) return nullptr;
       return std::make_shared<const Conv>(Conv{
           dnnl::convolution_backward_data(pd), pd.scratchpad_desc(), DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS,
           DNNL_ARG_DIFF_SRC, Operand(dst_plain, pd.diff_dst_desc(), false),
@@ -122,6 +129,7 @@ std::shared_ptr<const Conv> create(const Key& key) {
     case Direction::BackwardWeight: {
       const dnnl::convolution_backward_weights::primitive_desc pd(
           {algo, any_desc(src), any_desc(wei), any_desc(dst), stride, dilation, pad, pad}, attr, engine, forward);
+      if (is_plain_loop(pd)) return nullptr;
       return std::make_shared<const Conv>(Conv{
           dnnl::convolution_backward_weights(pd), pd.scratchpad_desc(), DNNL_ARG_DIFF_DST, DNNL_ARG_SRC,
           DNNL_ARG_DIFF_WEIGHTS, Operand(dst_plain, pd.diff_dst_desc(), false),
