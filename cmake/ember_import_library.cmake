@@ -1,4 +1,4 @@
-# The common end of ember's find modules (FindOpenBLASOpenMP.cmake, Findstb.cmake): once they
+# The common end of ember's find modules (FindOpenBLASOpenMP.cmake, Findstb.cmake, FindDNNL.cmake): once they
 # have searched <package>_LIBRARY and <package>_INCLUDE_DIR, report the result as every find
 # module does (<package>_FOUND, or why not) and define the imported target <target> for them.
 include(FindPackageHandleStandardArgs)

@@ -53,5 +53,6 @@ install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/emberConfigVersion.cmake
   cmake/FindOpenBLASOpenMP.cmake
   cmake/Findstb.cmake
+  cmake/FindDNNL.cmake
   cmake/ember_import_library.cmake
   DESTINATION ${EMBER_INSTALL_CMAKEDIR})

@@ -248,4 +248,15 @@ uint64_t fingerprint(const Tensor& x);
 void set_num_threads(int n);
 int get_num_threads();
 
+// --- the CPU convolution's kernels (core/cpu/conv_backend.cpp) ---
+// Reference: ember's im2col + gemm (core/cpu/conv.cpp), the readable one and the tests' oracle.
+// OneDNN: oneDNN's float32 convolutions (Note [Convolution through oneDNN]), the default when
+// ember is built with it (EMBER_DNNL); cases it does not take still run the reference. The
+// environment variable EMBER_CONV_BACKEND=reference|onednn sets the starting choice; choosing
+// OneDNN in a build without it fails.
+enum class ConvBackend { Reference, OneDNN };
+void set_conv_backend(ConvBackend backend);
+ConvBackend conv_backend();
+bool has_onednn();  // built with oneDNN
+
 }  // namespace ember

@@ -13,6 +13,7 @@
 #include "utils/checkpoint_sequential.h"
 #include "utils/memory_timeline.h"
 #include "utils/planner.h"
+#include "test_helpers.h"
 
 using namespace ember;
 
@@ -193,6 +194,10 @@ TEST_F(CheckpointMemory, PlannedStepsStayWithinTheBudgetOnALinearStack) {
 }
 
 TEST_F(CheckpointMemory, PlannedStepsStayWithinTheBudgetOnAResidualNet) {
+  // The lower bound below (the plan within `margin` of the measured peak) is tuned to the im2col
+  // kernel's transient columns; oneDNN's scratch is smaller, so there the plan still bounds the
+  // peak but less tightly.
+  const testutil::ReferenceConvScope reference;
   nn::Sequential seq;
   build_residual_net(seq);
   Tensor x = randn({16, 3, 16, 16});

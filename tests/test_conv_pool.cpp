@@ -201,6 +201,7 @@ TEST_F(ConvPool, ConvBatchSplitOverThreadsGivesTheSameValues) {
 // The kernels hold one sample's columns per thread, never the whole batch's (58 MB per layer for
 // ResNet-20 at batch 128): a forward allocates exactly its output and those columns.
 TEST_F(ConvPool, ConvForwardHoldsOneSamplesColumnsPerThread) {
+  const testutil::ReferenceConvScope reference;  // the im2col kernel's columns are what is counted
   const int threads_before = get_num_threads();
   set_num_threads(2);
   const Tensor x = randn({16, 8, 16, 16}), w = randn({4, 8, 3, 3});

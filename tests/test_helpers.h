@@ -8,6 +8,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/check.h"
+#include "core/ops.h"
 #include "core/tensor.h"
 
 namespace ember::testutil {
@@ -43,5 +44,18 @@ inline Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
     auto result = ::ember::autograd::gradcheck(fn, __VA_ARGS__);      \
     EXPECT_TRUE(result.ok) << result.message;                         \
   } while (0)
+
+// Runs CPU convolutions on ember's im2col reference while alive, for tests of what that kernel
+// allocates (the oneDNN path's scratch is its own, Note [Convolution through oneDNN]).
+class ReferenceConvScope {
+ public:
+  ReferenceConvScope() : before_(conv_backend()) { set_conv_backend(ConvBackend::Reference); }
+  ~ReferenceConvScope() { set_conv_backend(before_); }
+  ReferenceConvScope(const ReferenceConvScope&) = delete;
+  ReferenceConvScope& operator=(const ReferenceConvScope&) = delete;
+
+ private:
+  ConvBackend before_;
+};
 
 }  // namespace ember::testutil

@@ -1,5 +1,6 @@
 // CPU convolution: im2col + gemm, one sample at a time (see Note [Convolution as im2col + gemm]
-// in core/ops/conv.cpp).
+// in core/ops/conv.cpp): the reference. With ConvBackend::OneDNN (core/ops.h) the kernels hand
+// the cases oneDNN takes to it (Note [Convolution through oneDNN]).
 //
 // Note [Convolution by samples]
 // The batch is split between the threads in fixed blocks, and each thread runs its samples one
@@ -28,7 +29,9 @@
 #include <algorithm>
 
 #include "core/cpu/blas.h"
+#include "core/cpu/dnnl_conv.h"
 #include "core/kernels.h"
+#include "core/ops.h"
 
 namespace ember::cpu {
 namespace {
@@ -203,7 +206,10 @@ class SampleSplit {
   Tensor scratch_;
 };
 
+bool use_onednn() { return conv_backend() == ConvBackend::OneDNN; }
+
 void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
+  if (use_onednn() && conv2d_forward_dnnl(x, weight, g, out)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   const SampleSplit split(g.n, is_pointwise(g) ? 0 : ck * cells, x.dtype());
   dispatch_floating(x.dtype(), "conv2d", [&]<class T>() {
@@ -217,6 +223,7 @@ void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g
 }
 
 void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
+  if (use_onednn() && conv2d_backward_input_dnnl(grad, weight, g, grad_x)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow, plane = g.c * g.h * g.w;
   const bool pointwise = is_pointwise(g);
   const SampleSplit split(g.n, pointwise ? 0 : ck * cells, grad.dtype());
@@ -233,6 +240,7 @@ void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const W
 }
 
 void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
+  if (use_onednn() && conv2d_backward_weight_dnnl(grad, x, g, grad_weight)) return;
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1), cells = g.oh * g.ow, size = oc * ck;
   // A worker's scratch: its partial sum of the weight gradient, then a sample's columns.
   const SampleSplit split(g.n, size + (is_pointwise(g) ? 0 : ck * cells), x.dtype());

@@ -1,0 +1,25 @@
+#pragma once
+// The CPU convolution through oneDNN (core/cpu/dnnl_conv.cpp, Note [Convolution through oneDNN]).
+// Each function has the contract of the kernel it stands in for (core/kernels.h) and returns
+// whether it ran: false where oneDNN does not take the case (not float32, an empty dimension,
+// a geometry it rejects), and the caller then runs ember's im2col kernel. Built without oneDNN
+// (EMBER_DNNL=OFF), they always return false.
+#include "core/kernels.h"
+
+namespace ember::cpu {
+
+bool conv2d_forward_dnnl(const Tensor& x, const Tensor& weight, const kernels::Window2d& g, const Tensor& out);
+bool conv2d_backward_input_dnnl(const Tensor& grad, const Tensor& weight, const kernels::Window2d& g,
+                                const Tensor& grad_x);
+bool conv2d_backward_weight_dnnl(const Tensor& grad, const Tensor& x, const kernels::Window2d& g,
+                                 const Tensor& grad_weight);
+
+// What the tests check the cache by: the convolutions oneDNN has run, and the geometries the
+// cache holds (those oneDNN rejected too).
+struct DnnlConvCounts {
+  int64_t runs;
+  size_t cached;
+};
+DnnlConvCounts dnnl_conv_counts();
+
+}  // namespace ember::cpu
