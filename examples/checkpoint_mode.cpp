@@ -102,8 +102,15 @@ StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample) 
 Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample) {
   if (mode.kind == "none") return [&model = parts.model](const Tensor& x) { return model(x); };
   if (mode.kind == "blocks") {
+    // Note [The last block stays plain]
+    // Backward starts in the last block right after the forward left it, so checkpointing it
+    // would recompute activations that the step is about to need anyway: the same peak (that
+    // block's activations are alive in its backward either way), one block's forward more time.
+    // PyTorch's checkpoint_sequential leaves its last segment plain for the same reason.
     nn::ModuleList& blocks = parts.blocks;
-    utils::checkpoint_modules(blocks, [&blocks](nn::Module& m) {
+    const nn::Module* last = blocks.size() > 0 ? &blocks[blocks.size() - 1] : nullptr;
+    utils::checkpoint_modules(blocks, [&blocks, last](nn::Module& m) {
+      if (&m == last) return false;
       for (nn::Module& block : blocks)
         if (&block == &m) return true;
       return false;

@@ -2,7 +2,8 @@
 // The --checkpoint flag of the training programs, for models built as a stem, a stack of blocks
 // run in order and a head (the ResNet's BasicBlocks, the GPT's transformer blocks):
 //   none       every activation kept
-//   blocks     each block checkpointed (utils::checkpoint_modules)
+//   blocks     each block but the last checkpointed (utils::checkpoint_modules; Note [The last
+//              block stays plain] in examples/checkpoint_mode.cpp)
 //   sqrt       the blocks in round(sqrt(n)) segments (utils::checkpoint_sequential)
 //   budget=MB  segments chosen by the planner so that a whole training step (forward, loss and
 //              backward, above what was live before it) fits MB (Note [Budgeting a training step])

@@ -3,7 +3,7 @@
 // LayerNorms and embeddings, a linear warm-up into a cosine schedule. The last 10% of the text is
 // the validation set; its loss is reported in nats and in bits per character (bpc = loss / ln 2).
 //   ./train_gpt                                    4 blocks, d = 128, 4 heads, context 128
-//   ./train_gpt --checkpoint blocks                each TransformerBlock checkpointed
+//   ./train_gpt --checkpoint blocks                each TransformerBlock but the last checkpointed
 // --checkpoint none|blocks|sqrt|budget=MB as train_resnet (examples/checkpoint_mode.h), and the
 // common flags of examples/training.h: an "epoch" is one pass over the training windows, and
 // --train-limit counts windows. The last line printed is machine-readable:

@@ -1,7 +1,7 @@
 // Trains a ResNet-20-style network on Fashion-MNIST: SGD with momentum and weight decay, a cosine
 // learning-rate schedule, random crops and flips. Optionally with activation checkpointing:
 //   --checkpoint none       every activation kept (default)
-//   --checkpoint blocks     each BasicBlock checkpointed (utils::checkpoint_modules)
+//   --checkpoint blocks     each BasicBlock but the last checkpointed (utils::checkpoint_modules)
 //   --checkpoint sqrt       the nine blocks in sqrt(9) = 3 segments (utils::checkpoint_sequential)
 //   --checkpoint budget=MB  segments chosen by the planner to fit a training step into MB
 // Data-parallel over processes: mpirun -np 2 ./train_resnet --distributed (examples/distributed_training.h).
