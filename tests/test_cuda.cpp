@@ -15,6 +15,7 @@
 #include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "tests/test_helpers.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
@@ -22,6 +23,8 @@
 using namespace ember;
 
 namespace {
+
+using ember::testutil::error_of;
 
 // Same shape and dtype, the CUDA tensor on a CUDA device, and every element within
 // `tol * (1 + |expected|)` (exactly equal for tol = 0; NaNs must match NaNs).
@@ -42,17 +45,6 @@ void expect_matches(const Tensor& cuda_result, const Tensor& cpu_result, double 
   }
 }
 
-// The ember::Error thrown by fn, or a failure when there is none.
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an ember::Error";
-  return "";
-}
 
 const DType kAllDTypes[] = {kFloat32, kFloat64, kInt64, kUInt8};
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "tests/test_helpers.h"
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
 #include "cuda/cudnn_shapes.h"
@@ -19,16 +20,8 @@ using namespace ember;
 
 namespace {
 
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an ember::Error";
-  return "";
-}
+using ember::testutil::error_of;
+
 
 // Both on the CPU, same shape and dtype, every element within tol * (1 + |want|), or bitwise for 0.
 void expect_close(const Tensor& got, const Tensor& want, double tol, const char* what) {

@@ -23,6 +23,18 @@ inline void expect_error(const std::function<void()>& fn, const std::string& nee
   }
 }
 
+// The message of the ember::Error that `fn` throws, or a failure (and "") when it throws none.
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an ember::Error";
+  return "";
+}
+
 // Every element, in row-major order, as doubles.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
