@@ -43,7 +43,7 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Rsqrt) return C(1) / Fns::sqrt(v);
     else if constexpr (kOp == UnaryOp::Abs) return Fns::abs(v);
     else if constexpr (kOp == UnaryOp::Sign) return C((v > 0) - (v < 0));
-    else if constexpr (kOp == UnaryOp::Relu) return v > 0 ? v : C(0);
+    else if constexpr (kOp == UnaryOp::Relu) return v < 0 ? C(0) : v;  // NaN and -0.0 pass, as in PyTorch
     else if constexpr (kOp == UnaryOp::Sigmoid) return C(1) / (C(1) + Fns::exp(-v));
     else if constexpr (kOp == UnaryOp::Tanh) return Fns::tanh(v);
     else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + Fns::erf(v * kSqrt1_2));
@@ -75,8 +75,10 @@ struct BinaryMath {
     else if constexpr (kOp == BinaryOp::Mul) return x * y;
     else if constexpr (kOp == BinaryOp::Div) return x / y;
     else if constexpr (kOp == BinaryOp::Pow) return Fns::pow(x, y);
-    else if constexpr (kOp == BinaryOp::Maximum) return x > y ? x : y;
-    else if constexpr (kOp == BinaryOp::Minimum) return x < y ? x : y;
+    // x != x: x is NaN. Written as compares and a select, so the CPU loops still vectorise.
+    else if constexpr (kOp == BinaryOp::Maximum) return x > y || x != x ? x : y;
+    else if constexpr (kOp == BinaryOp::Minimum) return x < y || x != x ? x : y;
+    else if constexpr (kOp == BinaryOp::ReluGrad) return y <= C(0) ? C(0) : x;
     else if constexpr (kOp == BinaryOp::Eq) return x == y;
     else if constexpr (kOp == BinaryOp::Ne) return x != y;
     else if constexpr (kOp == BinaryOp::Lt) return x < y;
@@ -126,6 +128,7 @@ bool visit_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::Pow: fn.template operator()<BinaryOp::Pow>(); return true;
     case BinaryOp::Maximum: fn.template operator()<BinaryOp::Maximum>(); return true;
     case BinaryOp::Minimum: fn.template operator()<BinaryOp::Minimum>(); return true;
+    case BinaryOp::ReluGrad: fn.template operator()<BinaryOp::ReluGrad>(); return true;
     case BinaryOp::Eq: fn.template operator()<BinaryOp::Eq>(); return true;
     case BinaryOp::Ne: fn.template operator()<BinaryOp::Ne>(); return true;
     case BinaryOp::Lt: fn.template operator()<BinaryOp::Lt>(); return true;

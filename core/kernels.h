@@ -71,7 +71,12 @@ enum class UnaryOp {
   AffineScalar // a * x + b (scalar add/mul/sub/div without a 0-d tensor)
 };
 
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Pow,
+  Maximum, Minimum,  // a NaN in either operand wins, as in PyTorch
+  ReluGrad,          // x where y > 0 or y is NaN, else 0: relu's backward, x the gradient, y relu's output
+  Eq, Ne, Lt, Le, Gt, Ge
+};
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 enum class ReduceOp { Sum, Mean, Max, Min };

@@ -11,7 +11,7 @@
 
 namespace ember::testutil {
 
-// Element-wise |got - expected| <= atol + rtol * |expected|.
+// Element-wise |got - expected| <= atol + rtol * |expected|; a NaN matches only a NaN.
 struct Tol {
   double atol, rtol;
 };
@@ -42,7 +42,7 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
   double worst_ratio = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double allowed = tol.atol + tol.rtol * std::abs(b[i]);
-    const double diff = std::abs(a[i] - b[i]);
+    const double diff = std::isnan(a[i]) && std::isnan(b[i]) ? 0.0 : std::abs(a[i] - b[i]);
     const double ratio = std::isnan(diff) ? INFINITY : diff == 0.0 ? 0.0 : diff / allowed;
     if (ratio > 1.0) ++bad;
     if (worst < 0 || ratio > worst_ratio) {

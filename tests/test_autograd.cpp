@@ -44,6 +44,26 @@ TEST(Autograd, GradAccumulatesAcrossBackwardCalls) {
   EXPECT_EQ(values(w.grad()), (std::vector<double>{1, 1}));
 }
 
+// Note [Taking over the incoming gradient]: .grad never aliases a tensor someone else can see,
+// and a .grad the caller holds is not summed into in place.
+TEST(Autograd, LeafGradientsNeverAliasWhatOthersHold) {
+  Tensor x = tensor({1, 2, 3}).requires_grad_();
+  Tensor seed = tensor({4, 5, 6});
+  (x * 1.0).backward(seed);  // the identity's backward passes the caller's seed straight on
+  EXPECT_FALSE(x.grad().storage() == seed.storage());
+  seed.fill_(0.0);
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{4, 5, 6}));
+
+  const Tensor held = x.grad();
+  sum(x * 2.0).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{6, 7, 8}));
+  EXPECT_EQ(values(held), (std::vector<double>{4, 5, 6}));  // held by the caller: a new sum
+  const Storage* before = x.grad().storage().get();
+  sum(x).backward();  // now only the leaf holds .grad: summed in place
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{7, 8, 9}));
+  EXPECT_EQ(x.grad().storage().get(), before);
+}
+
 TEST(Autograd, NonScalarBackwardNeedsAGradient) {
   Tensor x = tensor({1, 2}).requires_grad_();
   Tensor y = x * x;

@@ -302,7 +302,7 @@ TEST(Cuda, EveryBinaryOp) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   using kernels::BinaryOp;
   const BinaryOp ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
-                          BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt,
+                          BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::ReluGrad, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt,
                           BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
   for (DType dtype : {kFloat32, kFloat64, kInt64}) {
     // Values >= 1 (pow; no integer division by 0), with ties for int64 (comparisons); y is

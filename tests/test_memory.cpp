@@ -120,3 +120,18 @@ TEST(Memory, AfterBackwardOnlyParametersGradientsAndInputsRemain) {
   }
   EXPECT_EQ(live(), base);
 }
+
+// relu's backward makes the input's gradient and nothing else (Note [Relu's backward in one
+// pass]): no mask, no converted copy of one.
+TEST(Memory, ReluBackwardAllocatesOnlyTheGradient) {
+  manual_seed(2);
+  Tensor x = randn({1024}).requires_grad_();
+  Tensor y = relu(x);
+  Tensor seed = randn({1024});
+  const int64_t before = live();
+  memory::reset_peak();
+  y.backward(seed);
+  const int64_t gradient = 1024 * 4;
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + gradient);
+  EXPECT_EQ(live(), before + gradient);  // it became x.grad
+}

@@ -150,3 +150,20 @@ TEST(Parity, Mse) {
     EXPECT_MATCHES(f, std::string("grad_") + tag + "_target", grads[1]);
   }
 }
+
+// relu, maximum and minimum with NaNs and signed zeros: NaN propagates, and both operands of a
+// NaN comparison receive the gradient. The tolerance comparison counts -0.0 equal to 0.0, so
+// relu's sign of zero is asserted bit by bit.
+TEST(Parity, NanExtremes) {
+  Fixture f = Fixture::load("parity_nan_extremes.txt");
+  Tensor x = leaf(f, "x"), y = leaf(f, "y");
+  Tensor out_relu = relu(x), out_max = maximum(x, y), out_min = minimum(x, y);
+  (sum(out_relu * f.get("w_relu")) + sum(out_max * f.get("w_max")) + sum(out_min * f.get("w_min"))).backward();
+  EXPECT_MATCHES(f, "out_relu", out_relu);
+  EXPECT_MATCHES(f, "out_max", out_max);
+  EXPECT_MATCHES(f, "out_min", out_min);
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+  EXPECT_MATCHES(f, "grad_y", y.grad());
+  const std::vector<float> got = out_relu.to_vector<float>(), want = f.get("out_relu").to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << "element " << i;
+}

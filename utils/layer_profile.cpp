@@ -9,7 +9,7 @@
 //    gradient of the module before it is complete, i.e. when backward leaves one module for the
 //    previous one, and it reads the peak statistic and resets it. Each module's backward peak thus
 //    contains everything backward holds there: the gradient flowing in, the node's outputs and
-//    temporaries, the parameter gradients made so far (and their copy on first arrival), next to
+//    temporaries, the parameter gradients made so far (and a copy, when one is made on first arrival), next to
 //    what the forward still keeps. The planner measures rather than models all of that.
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any

@@ -42,10 +42,30 @@ void queue_callback(std::function<void()> fn) {
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
 
-void accumulate_grad(TensorImpl& t, const Tensor& g) { t.grad = t.grad.defined() ? t.grad + g : g.clone(); }
+// Note [Taking over the incoming gradient]
+// A leaf's first gradient would be a copy of the tensor the last backward formula made, and every
+// later one a new sum: one parameter-sized buffer more than needed, alive at the same time as the
+// one it replaces, and a pass over memory for nothing. When no one else holds the incoming
+// tensor — this is its only handle and its storage's only view, a whole contiguous buffer — no
+// one can observe it, so it becomes .grad as it is; likewise a .grad that only its leaf holds is
+// summed into in place. Anything visible elsewhere (a seed the caller passed, a tensor a hook
+// kept, a formula's output that is also saved for a later node, a .grad the caller holds) keeps
+// the copying behaviour, so results and aliasing are the same either way.
+namespace {
+bool held_only_here(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
+         t.nbytes() == t.storage()->nbytes();
+}
+}  // namespace
+
+void accumulate_grad(TensorImpl& t, Tensor&& g) {
+  if (!t.grad.defined()) t.grad = held_only_here(g) ? std::move(g) : g.clone();
+  else if (held_only_here(t.grad)) t.grad.add_(g);
+  else t.grad = t.grad + g;
+}
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  if (grads[0].defined()) accumulate_grad(*leaf, grads[0]);
+  if (grads[0].defined()) accumulate_grad(*leaf, std::move(grads[0]));
   return {};
 }
 

@@ -50,7 +50,7 @@ void run_tensor_hooks(Node& node, std::vector<Tensor>& grads) {
     const TensorHooks* h = node.tensor_hooks(slot);
     if (!h || !grads[slot].defined()) continue;
     grads[slot] = run_hooks(*h, std::move(grads[slot]), node.name());
-    if (std::shared_ptr<TensorImpl> retained = h->retained.lock()) accumulate_grad(*retained, grads[slot]);
+    if (std::shared_ptr<TensorImpl> retained = h->retained.lock()) accumulate_grad(*retained, Tensor(grads[slot]));  // flows on: a copy
   }
 }
 

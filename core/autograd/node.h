@@ -65,9 +65,11 @@ struct AccumulateGrad final : Node {
   std::shared_ptr<TensorImpl> leaf;
 };
 
-// Adds g into t.grad: a copy on first arrival (g may alias another tensor's gradient or an op's
-// buffer, and zero_grad() later writes into .grad in place), a sum after.
-void accumulate_grad(TensorImpl& t, const Tensor& g);
+// Adds g into t.grad (Note [Taking over the incoming gradient]): on first arrival g itself when
+// nothing else can see it, else a copy (g may alias another tensor's gradient or an op's buffer,
+// and zero_grad() later writes into .grad in place); after that a sum, in place when nothing else
+// can see .grad.
+void accumulate_grad(TensorImpl& t, Tensor&& g);
 
 // Where a gradient for `t` must be sent: its grad_fn, or its (shared) AccumulateGrad for a leaf
 // that requires grad, or nowhere.

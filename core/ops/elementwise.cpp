@@ -122,7 +122,8 @@ struct Pow : Function<Pow> {
   }
 };
 
-// maximum/minimum: the gradient goes to the winner; ties split it evenly (as PyTorch).
+// maximum/minimum: the gradient goes to the winner; ties split it evenly (as PyTorch). Where
+// either operand is NaN neither side lost, so both receive the whole gradient, as in PyTorch.
 template <BinaryOp Op>
 struct Extremum : Function<Extremum<Op>> {
   static constexpr const char* name = Op == BinaryOp::Maximum ? "maximum" : "minimum";
@@ -135,9 +136,11 @@ struct Extremum : Function<Extremum<Op>> {
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor a = c.saved(0), b = c.saved(1);
-    Tensor wins_a = (Op == BinaryOp::Maximum ? gt(a, b) : lt(a, b)).to(g.dtype()) + eq(a, b).to(g.dtype()) * 0.5;
-    return {c.needs_input_grad(0) ? reduce_grad(g * wins_a, s.a) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * (1.0 - wins_a), s.b) : Tensor()};
+    const Tensor half_tie = eq(a, b).to(g.dtype()) * 0.5;
+    auto share = [&](const Tensor& lost) { return g * (1.0 - lost.to(g.dtype()) - half_tie); };
+    const bool max = Op == BinaryOp::Maximum;
+    return {c.needs_input_grad(0) ? reduce_grad(share(max ? lt(a, b) : gt(a, b)), s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(share(max ? gt(a, b) : lt(a, b)), s.b) : Tensor()};
   }
 };
 
@@ -194,9 +197,15 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
   static constexpr const char* name = "abs";
   static Tensor derivative(const Tensor& x) { return sign(x); }
 };
-struct Relu : UnaryFunction<Relu, UnaryOp::Relu, true> {
+// Note [Relu's backward in one pass]
+// g * (y > 0) would make a uint8 mask, convert it to g's dtype and multiply: two activation-sized
+// temporaries alive with the result (1.25 activations more at the peak of backward). ReluGrad
+// selects g where y > 0 in one pass, so the gradient is the only new tensor. A NaN output passes
+// its gradient, as PyTorch's does.
+struct Relu : Function<Relu> {
   static constexpr const char* name = "relu";
-  static Tensor derivative(const Tensor& y) { return y > 0.0; }
+  static Tensor forward(Ctx& c, const Tensor& x) { return unary_forward<UnaryOp::Relu, true>(c, x, name); }
+  static Grads backward(Ctx& c, const Tensor& g) { return {ops::binary_kernel(BinaryOp::ReluGrad, g, c.saved(0), name)}; }
 };
 struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, true> {
   static constexpr const char* name = "sigmoid";
