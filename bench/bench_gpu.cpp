@@ -1,5 +1,5 @@
-// bench_gpu: one training step of the example programs' MLP and ResNet20 at batch 128 on a CUDA
-// device (the cases of bench/train_cases.h, named as bench_train names them). bench/compare_gpu.py
+// bench_gpu: one training step of the example programs' MLP and ResNet20 at batch 128 and GPT at
+// batch 16 on a CUDA device (the cases of bench/train_cases.h, named as bench_train names them). bench/compare_gpu.py
 // times the same steps in PyTorch on the same GPU and reads this program's output:
 //
 //   bench_gpu [--tf32] [--device cuda:N] [--repetitions R] [--min-time S] [--warmup W]
@@ -20,9 +20,9 @@
 // on ember's handle): ember's convolutions are matrix products too, so this is what PyTorch's
 // allow_tf32 for matmul and cuDNN means. Without it, cuBLAS's default math: IEEE float32.
 //
-// --only MODEL (mlp or resnet20) runs that case alone. --profile-step, for a profiler started with
-// its collection off (ncu --profile-from-start off), brackets exactly one training step, after
-// the check step and the warm-up, with cudaProfilerStart/Stop, and times nothing.
+// --only MODEL (mlp, resnet20 or gpt) runs that case alone. --profile-step, for a profiler started
+// with its collection off (ncu --profile-from-start off), brackets exactly one training step,
+// after the check step and the warm-up, with cudaProfilerStart/Stop, and times nothing.
 #include <cublas_v2.h>
 #include <cuda_profiler_api.h>
 
@@ -95,7 +95,7 @@ Options parse(int argc, char** argv) {
       o.only = value;
       bool known = false;
       for (const bench::ModelCase& m : bench::kModels) known |= m.name == o.only;
-      if (!known) usage("--only: expected mlp or resnet20, got '" + o.only + "'");
+      if (!known) usage("--only: expected mlp, resnet20 or gpt, got '" + o.only + "'");
     } else {
       usage("unknown flag: " + flag);
     }
@@ -131,7 +131,7 @@ double time_block(bench::Setup& s, int device, int steps, Tensor& last_loss) {
 
 // Times one case and prints its line; returns whether it ran.
 bool run_case(const bench::ModelCase& m, const Options& o) {
-  const std::string name = "train_step/" + m.name + "/" + std::to_string(bench::kBatch);
+  const std::string name = "train_step/" + m.name + "/" + std::to_string(m.batch);
   const ember::Device device(ember::DeviceType::CUDA, o.device);
   std::ostringstream line;
   line << "{\"case\": " << quoted(name) << ", \"device\": \"cuda:" << o.device << "\", \"tf32\": "
@@ -156,7 +156,7 @@ bool run_case(const bench::ModelCase& m, const Options& o) {
     std::sort(ms.begin(), ms.end());
     const double median = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
     line << ", \"median_ms\": " << median << ", \"min_ms\": " << ms.front() << ", \"steps_per_block\": " << steps
-         << ", \"repetitions\": " << o.repetitions << ", \"images_per_s\": " << bench::kBatch / (median / 1e3)
+         << ", \"repetitions\": " << o.repetitions << ", \"images_per_s\": " << static_cast<double>(m.batch) / (median / 1e3)
          << ", \"final_loss\": " << loss.item() << "}";
   } catch (const std::exception& e) {
     line << ", \"error\": " << quoted(e.what()) << "}";

@@ -4,22 +4,25 @@
 //
 //   train_step/mlp/128        MLP 784-512-512-10 (Dropout 0.2), batch 128, SGD lr 0.05 momentum 0.9
 //   train_step/resnet20/128   ResNet20, batch 128, SGD lr 0.1 momentum 0.9 weight decay 5e-4
-//   forward/mlp/128           the model's forward alone, in training mode with autograd on
-//   forward/resnet20/128      (records the graph, as a training forward does), then dropped
+//   train_step/gpt/16         train_gpt's GPT (4 blocks, d 128, 4 heads), 16 windows of 128 random
+//                             tokens, AdamW lr 2e-3 betas (0.9, 0.99), weight decay 0.1 on the
+//                             Linear weights; cross-entropy over every position
+//   forward/<model>/<batch>   the model's forward alone, in training mode with autograd on
+//                             (records the graph, as a training forward does), then dropped
 //
 // A training step is what examples::fit does per batch: logits = model(x), cross_entropy,
 // optimizer.zero_grad() (set to none), loss.backward(), optimizer.step(). fit's bookkeeping
 // (loss.item(), the accuracy count, the progress bar, the LR scheduler) is left out. Inputs are
-// fixed: one randn [128, 1, 28, 28] batch and random labels, drawn with seed 0; so is the model's
-// initialisation (seed 0, before the inputs).
+// fixed: one randn [128, 1, 28, 28] batch and random labels (the GPT: random token ids), drawn
+// with seed 0; so is the model's initialisation (seed 0, before the inputs).
 //
 //   bench_train [--threads N] [Google Benchmark flags...]
 //
 // --threads N (default 1) is handled before benchmark::Initialize: ember::set_num_threads(N)
 // (ember's OpenMP loops and OpenBLAS). Times are wall clock (UseRealTime), so Google Benchmark
-// names the cases "<case>/real_time". Each case reports images/s (items_per_second) and the loss
-// after the last timed step (final_loss). Run it with OMP_WAIT_POLICY=PASSIVE on a busy machine
-// (Note [OpenMP wait policy] in examples/training.h).
+// names the cases "<case>/real_time". Each case reports images/s (items_per_second; windows/s for
+// the GPT) and the loss after the last timed step (final_loss). Run it with OMP_WAIT_POLICY=PASSIVE
+// on a busy machine (Note [OpenMP wait policy] in examples/training.h).
 //
 // Before timing, each training case takes one step and checks that the loss is finite and that
 // every parameter got a gradient of its shape; a failure (or an ember::Error) marks the case as
@@ -37,7 +40,6 @@ namespace {
 
 using ember::Tensor;
 using ember::bench::check_step;
-using ember::bench::kBatch;
 using ember::bench::kModels;
 using ember::bench::ModelCase;
 using ember::bench::Setup;
@@ -53,7 +55,7 @@ void train_step_case(benchmark::State& state, const ModelCase& m) {
     state.SkipWithError(e.what());
     return;
   }
-  state.SetItemsProcessed(state.iterations() * kBatch);  // images per second
+  state.SetItemsProcessed(state.iterations() * m.batch);  // images (GPT: windows) per second
 }
 
 void forward_case(benchmark::State& state, const ModelCase& m) {
@@ -64,12 +66,12 @@ void forward_case(benchmark::State& state, const ModelCase& m) {
     state.SkipWithError(e.what());
     return;
   }
-  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.SetItemsProcessed(state.iterations() * m.batch);
 }
 
 void register_all() {
   for (const ModelCase& m : kModels) {
-    const std::string suffix = "/" + m.name + "/" + std::to_string(kBatch);
+    const std::string suffix = "/" + m.name + "/" + std::to_string(m.batch);
     benchmark::RegisterBenchmark(("train_step" + suffix).c_str(), train_step_case, m)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);

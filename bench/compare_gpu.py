@@ -36,8 +36,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_training import make_models  # noqa: E402
 
 DEFAULT_BENCH = "build/gpu/bench/bench_gpu"
-BATCH = 128
-CLASSES = 10
 
 
 def parse_args():
@@ -79,21 +77,26 @@ def set_tf32(torch, allowed):
         conv.allow_tf32 = allowed
 
 
-def torch_step(torch, models, model_name):
+def batch_of(case):
+    """train_step/<model>/<batch> -> batch."""
+    return int(case.rsplit("/", 1)[1])
+
+
+def torch_step(torch, models, model_name, batch):
     """The case's step on cuda:0, built as bench/train_cases.h builds ember's."""
     F = torch.nn.functional
-    make_model, make_optimizer = models[model_name]
+    make_model, make_optimizer, make_batch = models[model_name]
     device = torch.device("cuda:0")
     torch.manual_seed(0)
     model = make_model().to(device)
     model.train()
-    optimizer = make_optimizer(model.parameters())
-    x = torch.randn(BATCH, 1, 28, 28).to(device)
-    y = torch.randint(0, CLASSES, (BATCH,)).to(device)
+    optimizer = make_optimizer(model)
+    x, y = (t.to(device) for t in make_batch(batch))
     last = {}
 
     def step():
-        loss = F.cross_entropy(model(x), y)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -125,7 +128,7 @@ def run_torch(torch, cases, args, tf32):
     for case in cases:
         model_name = case.split("/")[1]
         print(f"torch: {case} tf32={tf32}", file=sys.stderr, flush=True)
-        step, last = torch_step(torch, models, model_name)
+        step, last = torch_step(torch, models, model_name, batch_of(case))
         median, fastest, steps = time_torch(torch, step, args)
         results[case] = {"median_ms": median, "min_ms": fastest, "steps_per_block": steps,
                          "final_loss": float(last["loss"])}
@@ -139,8 +142,8 @@ def table(title, ember, torch_res):
         e_ms, t_ms = e.get("median_ms"), t.get("median_ms")
         rows.append({"case": case, "ember_ms": e_ms, "torch_ms": t_ms,
                      "ratio": e_ms / t_ms if e_ms and t_ms else None,
-                     "ember_images_per_s": BATCH / (e_ms / 1e3) if e_ms else None,
-                     "torch_images_per_s": BATCH / (t_ms / 1e3) if t_ms else None,
+                     "ember_images_per_s": batch_of(case) / (e_ms / 1e3) if e_ms else None,
+                     "torch_images_per_s": batch_of(case) / (t_ms / 1e3) if t_ms else None,
                      "ember_error": e.get("error")})
     def fmt(v, spec):
         return format(v, spec) if v is not None else "-"

@@ -15,6 +15,10 @@ for the models of examples/models.h, rebuilt here with the same architecture:
             (16, 32, 64 channels, stride 2 entering stages 2 and 3, 1x1 conv + BN shortcut when
             the shape changes), adaptive average pooling, Linear 64 -> 10;
             SGD lr 0.1, momentum 0.9, weight decay 5e-4
+  gpt       train_gpt's GPT (compare_gpt.py's make_gpt): 4 pre-LayerNorm blocks, d 128, 4 heads,
+            context 128, a 96-character vocabulary; batch 16 windows of random ids; AdamW lr 2e-3,
+            betas (0.9, 0.99), weight decay 0.1 on the Linear weights only; the loss is the
+            cross-entropy over every position (the "img/s" columns count windows)
 A training step is forward, cross_entropy, zero_grad (set_to_none=True, ember's default; torch
 1.13's default is False), backward, optimizer step, on one fixed random batch in training mode.
 "forward" is the model's forward alone in training mode with autograd on.
@@ -34,10 +38,12 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_gpt import make_gpt  # noqa: E402
 from compare_torch import (fmt_ms, import_torch, parse_comparison_args, print_errors, run_ember,  # noqa: E402
                            time_step)
 
 DEFAULT_BENCH = "build/release/bench/bench_train"
+GPT_VOCAB, GPT_CONTEXT = 96, 128  # bench/train_cases.h's kGptVocab and kGptContext
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,22 +103,40 @@ def make_models(torch):
             return self.fc(torch.flatten(self.pool(h), 1))
 
     def sgd(lr, weight_decay=0.0):
-        return lambda params: torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+        return lambda model: torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=weight_decay)
 
-    # model name -> (constructor, optimizer factory), as bench_train.cpp's kModels
-    return {"mlp": (MLP, sgd(0.05)), "resnet20": (ResNet20, sgd(0.1, 5e-4))}
+    def gpt():
+        return make_gpt(torch, {"vocab_size": GPT_VOCAB, "embed_dim": 128, "context": GPT_CONTEXT, "heads": 4,
+                                "layers": 4, "dropout": 0.0})
+
+    def gpt_adamw(model):  # train_gpt's: weight decay on the Linear weights only
+        linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+        decay = [p for p in model.parameters() if id(p) in linear]
+        rest = [p for p in model.parameters() if id(p) not in linear]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                 lr=2e-3, betas=(0.9, 0.99))
+
+    def images(batch):
+        return torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
+
+    def windows(batch):
+        ids = torch.randint(0, GPT_VOCAB, (batch, GPT_CONTEXT))
+        return ids, torch.randint(0, GPT_VOCAB, (batch, GPT_CONTEXT))
+
+    # model name -> (constructor, optimizer factory, batch factory), as bench/train_cases.h's kModels
+    return {"mlp": (MLP, sgd(0.05), images), "resnet20": (ResNet20, sgd(0.1, 5e-4), images),
+            "gpt": (gpt, gpt_adamw, windows)}
 
 
 def make_torch_step(torch, models, kind, model_name, batch):
     """Returns (step, final_loss) for one case; final_loss() is the last step's loss or None."""
     F = torch.nn.functional
-    make_model, make_optimizer = models[model_name]
+    make_model, make_optimizer, make_batch = models[model_name]
     torch.manual_seed(0)
     model = make_model()
     model.train()
-    optimizer = make_optimizer(model.parameters())
-    x = torch.randn(batch, 1, 28, 28)
-    y = torch.randint(0, 10, (batch,))
+    optimizer = make_optimizer(model)
+    x, y = make_batch(batch)
     last = {}
 
     if kind == "forward":
@@ -120,7 +144,7 @@ def make_torch_step(torch, models, kind, model_name, batch):
 
     def step():
         logits = model(x)
-        loss = F.cross_entropy(logits, y)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -1,43 +1,80 @@
 #pragma once
 // The training-step cases that bench_train (CPU, Google Benchmark) and bench_gpu (CUDA) time:
-// the example programs' models (examples/models.h) with their optimizers' default
-// hyper-parameters, a fixed batch of 128, and examples::fit's step less its bookkeeping.
+// the example programs' models (examples/models.h, examples/gpt.h) with their optimizers' default
+// hyper-parameters, a fixed batch, and examples::fit's step less its bookkeeping.
 // bench/compare_training.py and bench/compare_gpu.py rebuild the same cases in PyTorch.
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "examples/gpt.h"
 #include "examples/models.h"
+#include "optim/adamw.h"
 #include "optim/sgd.h"
 
 namespace ember::bench {
 
-inline constexpr int64_t kBatch = 128, kClasses = 10;
+inline constexpr int64_t kClasses = 10;
+// The GPT case: train_gpt's default model (4 blocks, d = 128, 4 heads, context 128, no dropout)
+// over a 96-character vocabulary (the fortunes text has 96 distinct characters), batch 16.
+inline constexpr int64_t kGptVocab = 96, kGptContext = 128;
 
-// A model with its optimizer's hyper-parameters, as the example programs set them by default.
+// A model with its optimizer and its batch, as the example programs set them by default.
+// `batch` is the examples per step (images, or windows of kGptContext tokens for the GPT).
 struct ModelCase {
   std::string name;
+  int64_t batch;
   std::function<std::unique_ptr<nn::Module>()> make;
-  optim::SGDOptions sgd;
+  std::function<std::unique_ptr<optim::Optimizer>(nn::Module&)> make_optimizer;
+  std::function<std::pair<Tensor, Tensor>()> make_batch;  // (input, target) on the CPU
 };
 
+inline std::function<std::unique_ptr<optim::Optimizer>(nn::Module&)> sgd(optim::SGDOptions options) {
+  return [options](nn::Module& m) { return std::make_unique<optim::SGD>(m.parameters(), options); };
+}
+
+// One randn [batch, 1, 28, 28] image batch and random labels.
+inline std::pair<Tensor, Tensor> image_batch(int64_t batch) {
+  Tensor x = randn({batch, 1, 28, 28});
+  return {x, randint(0, kClasses, {batch})};
+}
+
+inline examples::GPTConfig gpt_config() {
+  examples::GPTConfig c;
+  c.vocab_size = kGptVocab;
+  c.context = kGptContext;
+  return c;
+}
+
 inline const ModelCase kModels[] = {
-    {"mlp", [] { return std::make_unique<examples::MLP>(0.2); }, optim::SGDOptions(0.05).momentum(0.9)},
-    {"resnet20", [] { return std::make_unique<examples::ResNet20>(); },
-     optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4)},
+    {"mlp", 128, [] { return std::make_unique<examples::MLP>(0.2); }, sgd(optim::SGDOptions(0.05).momentum(0.9)),
+     [] { return image_batch(128); }},
+    {"resnet20", 128, [] { return std::make_unique<examples::ResNet20>(); },
+     sgd(optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4)), [] { return image_batch(128); }},
+    // train_gpt's AdamW: weight decay 0.1 on the Linear weights only, betas (0.9, 0.99).
+    {"gpt", 16, [] { return std::make_unique<examples::GPT>(gpt_config()); },
+     [](nn::Module& m) {
+       return std::make_unique<optim::AdamW>(
+           examples::gpt_param_groups(m, optim::AdamWOptions(2e-3).betas({0.9, 0.99}).weight_decay(0.1)));
+     },
+     [] {
+       Tensor ids = randint(0, kGptVocab, {16, kGptContext});
+       return std::pair{ids, randint(0, kGptVocab, {16, kGptContext})};
+     }},
 };
 
 // Everything one case needs, built before timing: the model (initialised with seed 0) moved to
-// `device`, its optimizer, one randn [128, 1, 28, 28] batch and random labels (drawn on the CPU
-// after the model, so every device times the same numbers).
+// `device`, its optimizer, and one batch (drawn on the CPU after the model, so every device times
+// the same numbers).
 struct Setup {
   std::unique_ptr<nn::Module> model;
-  std::unique_ptr<optim::SGD> optimizer;
+  std::unique_ptr<optim::Optimizer> optimizer;
   Tensor x, y;
 
   Setup(const ModelCase& m, Device device) {
@@ -45,15 +82,17 @@ struct Setup {
     model = m.make();
     model->to(device);
     model->train();
-    optimizer = std::make_unique<optim::SGD>(model->parameters(), m.sgd);
-    x = randn({kBatch, 1, 28, 28}).to(device);
-    y = randint(0, kClasses, {kBatch}).to(device);
+    optimizer = m.make_optimizer(*model);
+    auto [input, target] = m.make_batch();
+    x = input.to(device);
+    y = target.to(device);
   }
 
-  // examples::fit's step, less its bookkeeping; returns the loss.
+  // examples::fit's step, less its bookkeeping; returns the loss. The logits are [batch, classes]
+  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position.
   Tensor train_step() {
     Tensor logits = (*model)(x);
-    Tensor loss = cross_entropy(logits, y);
+    Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
     optimizer->zero_grad();
     loss.backward();
     optimizer->step();

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/host_device.h"
 #include "core/tensor.h"
 
 namespace ember::kernels {
@@ -115,8 +116,28 @@ inline GemmLayout gemm_layout(const Tensor& t) {
   if (cs == 1 || cols == 1) return {false, std::max<int64_t>({rs, cols, 1})};
   return {true, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
 }
-// x contiguous [rows, cols]; out = softmax (or log_softmax) over cols
-using SoftmaxFn = void(const Tensor& x, const Tensor& out, bool log);
+// What a softmax row is: softmax (or log_softmax) of scale * x over the row's visible columns.
+// With causal_rows > 0 the rows are those of [causal_rows, cols] matrices, and row i of each
+// (i = row % causal_rows) sees columns j <= i only, the lower triangle from the top-left corner as
+// tril(ones(L, S)) keeps it; the others are masked: 0 in a softmax's output (-inf in a
+// log_softmax's) and 0 in the gradient (Note [Scaled causal softmax] in core/ops/attention.cpp).
+struct SoftmaxSpec {
+  bool log = false;
+  double scale = 1.0;
+  int64_t causal_rows = 0;
+  // The columns row r sees: a prefix of the row.
+  EMBER_HOST_DEVICE int64_t visible(int64_t r, int64_t cols) const {
+    if (causal_rows <= 0) return cols;
+    const int64_t i = r % causal_rows + 1;
+    return i < cols ? i : cols;
+  }
+};
+// x contiguous [rows, cols]; out = the rows' softmax as `spec` says
+using SoftmaxFn = void(const Tensor& x, const Tensor& out, const SoftmaxSpec& spec);
+// y = what SoftmaxFn wrote for the same spec, g its gradient, both contiguous [rows, cols]; on
+// each row's visible columns gx = scale * y * (g - sum(g * y)), for log_softmax
+// gx = scale * (g - exp(y) * sum(g)); 0 on the masked ones
+using SoftmaxBackwardFn = void(const Tensor& y, const Tensor& g, const Tensor& gx, const SoftmaxSpec& spec);
 // logits contiguous [N, C], target int64 [N]; writes per-sample loss[N] and logsumexp[N].
 // Samples whose target is ignore_index get loss 0. smoothing is label smoothing in [0, 1).
 using CrossEntropyFwdFn = void(const Tensor& logits, const Tensor& target, int64_t ignore_index,
@@ -220,6 +241,7 @@ inline Kernel<ReduceFn> reduce{"reduce"};
 inline Kernel<ArgmaxFn> argmax{"argmax"};
 inline Kernel<MatmulFn> matmul{"matmul"};
 inline Kernel<SoftmaxFn> softmax{"softmax"};
+inline Kernel<SoftmaxBackwardFn> softmax_backward{"softmax_backward"};
 inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward"};
 inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward"};
 inline Kernel<IndexSelectFn> index_select{"index_select"};

@@ -180,7 +180,8 @@ void argmax_cuda(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const
   });
 }
 
-// The row's maximum and sum_j exp(x_j - max) (in double for both float types).
+// The row's maximum and sum_j exp(x_j - max) (in double for both float types), over its first
+// `cols` elements scaled by `scale`.
 template <class T>
 struct RowStats {
   T max;
@@ -188,28 +189,63 @@ struct RowStats {
 };
 
 template <class T>
-__device__ RowStats<T> row_stats(const T* row, int64_t cols) {
-  const T m = block_reduce<ExtremumOp<T, true>>(cols, [&](int64_t j) { return row[j]; });
-  const double s = block_reduce<SumOp<T>>(cols, [&](int64_t j) { return static_cast<double>(exp(row[j] - m)); });
+__device__ RowStats<T> row_stats(const T* row, int64_t cols, T scale = T(1)) {
+  const T m = block_reduce<ExtremumOp<T, true>>(cols, [&](int64_t j) { return row[j] * scale; });
+  const double s =
+      block_reduce<SumOp<T>>(cols, [&](int64_t j) { return static_cast<double>(exp(row[j] * scale - m)); });
   return {m, s};
 }
 
+// softmax_cpu's rows (core/cpu/reduce.cpp): the visible prefix of each row normalised, the masked
+// rest 0 (-inf for log_softmax).
 template <class T>
-__global__ void softmax_kernel(const T* x, int64_t rows, int64_t cols, T* out, bool take_log) {
+__global__ void softmax_kernel(const T* x, int64_t rows, int64_t cols, T* out, kernels::SoftmaxSpec spec) {
+  const T scale = static_cast<T>(spec.scale);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = x + r * cols;
     T* o = out + r * cols;
-    const RowStats<T> s = row_stats(in, cols);
+    const int64_t n = spec.visible(r, cols);
+    const RowStats<T> s = row_stats(in, n, scale);
     const T log_sum = static_cast<T>(log(s.sum_exp)), inv = static_cast<T>(1.0 / s.sum_exp);
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      o[j] = take_log ? (in[j] - s.max) - log_sum : exp(in[j] - s.max) * inv;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const T v = in[j] * scale - s.max;
+      if (j >= n) o[j] = spec.log ? ExtremumOp<T, true>::identity() : T(0);  // -inf or 0
+      else o[j] = spec.log ? v - log_sum : exp(v) * inv;
+    }
   }
 }
 
-void softmax_cuda(const Tensor& x, const Tensor& out, bool log) {
+void softmax_cuda(const Tensor& x, const Tensor& out, const kernels::SoftmaxSpec& spec) {
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
-    launch_per_output(out.device(), rows, softmax_kernel<T>, x.data<T>(), rows, cols, out.data<T>(), log);
+    launch_per_output(out.device(), rows, softmax_kernel<T>, x.data<T>(), rows, cols, out.data<T>(), spec);
+  });
+}
+
+// softmax_backward_cpu's rows: one block per row sums g * y (or g), then writes the row.
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* g, int64_t rows, int64_t cols, T* gx,
+                                        kernels::SoftmaxSpec spec) {
+  const T scale = static_cast<T>(spec.scale);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *py = y + r * cols, *pg = g + r * cols;
+    T* o = gx + r * cols;
+    const int64_t n = spec.visible(r, cols);
+    const T total = static_cast<T>(block_reduce<SumOp<T>>(n, [&](int64_t j) {
+      return static_cast<double>(spec.log ? pg[j] : pg[j] * py[j]);
+    }));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      if (j >= n) o[j] = T(0);
+      else o[j] = spec.log ? scale * (pg[j] - exp(py[j]) * total) : scale * (py[j] * (pg[j] - total));
+    }
+  }
+}
+
+void softmax_backward_cuda(const Tensor& y, const Tensor& g, const Tensor& gx, const kernels::SoftmaxSpec& spec) {
+  const int64_t cols = y.size(-1), rows = y.numel() / std::max<int64_t>(cols, 1);
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    launch_per_output(gx.device(), rows, softmax_backward_kernel<T>, y.data<T>(), g.data<T>(), rows, cols,
+                      gx.data<T>(), spec);
   });
 }
 
@@ -289,6 +325,7 @@ const bool registered =
     kernels::add_kernel(kernels::reduce, DeviceType::CUDA, &reduce_cuda) &&
     kernels::add_kernel(kernels::argmax, DeviceType::CUDA, &argmax_cuda) &&
     kernels::add_kernel(kernels::softmax, DeviceType::CUDA, &softmax_cuda) &&
+    kernels::add_kernel(kernels::softmax_backward, DeviceType::CUDA, &softmax_backward_cuda) &&
     kernels::add_kernel(kernels::cross_entropy_forward, DeviceType::CUDA, &cross_entropy_forward_cuda) &&
     kernels::add_kernel(kernels::cross_entropy_backward, DeviceType::CUDA, &cross_entropy_backward_cuda);
 

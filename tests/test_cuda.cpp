@@ -465,6 +465,29 @@ TEST(Cuda, SoftmaxMatchesCpu) {
   }
 }
 
+// The softmax kernels' spec (scale, causal rows, log) and the backward kernel, slot against slot.
+TEST(Cuda, SoftmaxSpecsAndBackwardMatchCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const kernels::SoftmaxSpec specs[] = {{}, {.log = true}, {.scale = 0.25}, {.scale = 0.5, .causal_rows = 6},
+                                        {.log = true, .scale = 2.0, .causal_rows = 4}};
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const double tol = dtype == kFloat32 ? 1e-6 : 1e-12;
+    const Tensor x = (randn({12, 9}) * 3.0).to(dtype), g = randn({12, 9}).to(dtype);
+    for (const kernels::SoftmaxSpec& spec : specs) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " log " + std::to_string(spec.log) + " scale " +
+                   std::to_string(spec.scale) + " causal rows " + std::to_string(spec.causal_rows));
+      Tensor y = empty({12, 9}, dtype), gy = empty({12, 9}, TensorOptions(dtype).with_device(kCUDA));
+      kernels::softmax[kCPU](x, y, spec);
+      kernels::softmax[kCUDA](x.to(kCUDA), gy, spec);
+      expect_matches(gy, y, tol);
+      Tensor gx = empty({12, 9}, dtype), ggx = empty({12, 9}, TensorOptions(dtype).with_device(kCUDA));
+      kernels::softmax_backward[kCPU](y, g, gx, spec);
+      kernels::softmax_backward[kCUDA](y.to(kCUDA), g.to(kCUDA), ggx, spec);
+      expect_matches(ggx, gx, tol);
+    }
+  }
+}
+
 TEST(Cuda, CrossEntropyMatchesCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const Tensor target = from_vector({3, 0, 9, -100, 5, 5, 1, 2}, {8}, kInt64);  // one row ignored
@@ -707,6 +730,13 @@ TEST(Cuda, TransformerOpsMatchCpu) {
       return scaled_dot_product_attention(v[0], v[1], v[2], true, keep.to(d)) +
              scaled_dot_product_attention(v[0], v[1], v[2], false, bias.to(d), 0.3);
     }, {sample_of({2, 3, 5, 4}), sample_of({2, 3, 7, 4}), sample_of({2, 3, 7, 6})}, tol);
+    // and without a mask: the fused scaled (causal) softmax, with more queries than keys too
+    for (const int64_t queries : {5, 9}) {
+      expect_same_forward_backward([&](const std::vector<Tensor>& v) {
+        return scaled_dot_product_attention(v[0], v[1], v[2], true) +
+               scaled_dot_product_attention(v[0], v[1], v[2], false, Tensor(), 0.3);
+      }, {sample_of({2, 3, queries, 4}), sample_of({2, 3, 7, 4}), sample_of({2, 3, 7, 6})}, tol);
+    }
   }
 }
 

@@ -9,7 +9,10 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <string>
+#include <utility>
 
+#include "core/autograd/engine.h"
 #include "core/autograd/gradcheck.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
@@ -406,6 +409,27 @@ TEST_F(TransformerOps, AttentionIsSoftmaxOfScaledScoresTimesValues) {
   EXPECT_TRUE(std::isnan(values(none)[0]));
 }
 
+// Note [Scaled causal softmax]: without a mask the scaling and the causal mask happen inside one
+// softmax op; it must agree with the composed ops, with fewer queries than keys and more.
+TEST_F(TransformerOps, FusedScaledCausalSoftmaxMatchesComposedOps) {
+  for (const auto& [queries, keys] : {std::pair<int64_t, int64_t>{5, 7}, {7, 5}, {4, 4}}) {
+    SCOPED_TRACE(std::to_string(queries) + " queries, " + std::to_string(keys) + " keys");
+    const Tensor q = randn({2, 3, queries, 4}).requires_grad_(), k = randn({2, 3, keys, 4}).requires_grad_();
+    const Tensor v = randn({2, 3, keys, 6}).requires_grad_(), w = randn({2, 3, queries, 6});
+    const Tensor lower = tril(ones({queries, keys}, kUInt8));
+    for (const bool causal : {false, true}) {
+      const Tensor fused = scaled_dot_product_attention(q, k, v, causal, Tensor(), 0.7);
+      Tensor scores = matmul(q, k.transpose(-2, -1)) * 0.7;
+      if (causal) scores = where(lower, scores, full({}, -INFINITY));
+      const Tensor composed = matmul(softmax(scores, -1), v);
+      EXPECT_TRUE(testutil::all_close("forward", fused, composed, testutil::kFloat32Tol));
+      const std::vector<Tensor> a = autograd::grad({sum(fused * w)}, {q, k, v});
+      const std::vector<Tensor> b = autograd::grad({sum(composed * w)}, {q, k, v});
+      for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(testutil::all_close("grad " + std::to_string(i), a[i], b[i], testutil::kFloat32Tol));
+    }
+  }
+}
+
 TEST_F(TransformerOps, AttentionGradcheck) {
   const Tensor keep = from_vector({1, 0, 1, 1}, {4}).to(kUInt8);
   const Tensor bias = rand({3, 4}, kFloat64);
@@ -413,6 +437,8 @@ TEST_F(TransformerOps, AttentionGradcheck) {
                    {leaf({2, 3, 2}), leaf({2, 4, 2}), leaf({2, 4, 3})});
   EXPECT_GRADCHECK([](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2], true); },
                    {leaf({2, 1, 3, 2}), leaf({2, 1, 3, 2}), leaf({2, 1, 3, 2})});
+  EXPECT_GRADCHECK([](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2], true, Tensor(), 0.6); },
+                   {leaf({2, 4, 2}), leaf({2, 3, 2}), leaf({2, 3, 3})});
   EXPECT_GRADCHECK([&](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2], true, keep, 0.7); },
                    {leaf({3, 2}), leaf({4, 2}), leaf({4, 3})});
   EXPECT_GRADCHECK([&](auto& v) { return scaled_dot_product_attention(v[0], v[1], v[2], false, bias); },

@@ -4,6 +4,7 @@
 // runs through simd_dispatch (Note [SIMD dispatch]).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -108,29 +109,56 @@ void argmax_cpu(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const 
   });
 }
 
-// Per row: m = max, e = exp(x - m) (in [0, 1], so no overflow), then e / sum(e), or for
-// log_softmax (x - m) - log(sum(e)). exp runs once per element, in T, vectorised; the output row
-// holds e meanwhile.
-void softmax_cpu(const Tensor& x, const Tensor& out, bool log) {
+// Per row, over its visible columns v = scale * x: m = max, e = exp(v - m) (in [0, 1], so no
+// overflow), then e / sum(e), or for log_softmax (v - m) - log(sum(e)). exp runs once per element,
+// in T, vectorised; the output row holds e meanwhile. Masked columns get 0 (log: -inf).
+void softmax_cpu(const Tensor& x, const Tensor& out, const kernels::SoftmaxSpec& spec) {
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
+    const T scale = static_cast<T>(spec.scale);
     parallel_for(rows, rows * cols, [&](int64_t r) {
       const T* in = px + r * cols;
       T* o = po + r * cols;
+      const int64_t n = spec.visible(r, cols);
       simd_dispatch([&] {
-        const T m = reduce_row<MaxOp<T>>(cols, load_from(in));
-        for (int64_t c = 0; c < cols; ++c) o[c] = vmath::exp(in[c] - m);
-        const double sum = reduce_row<SumOp<T>>(cols, load_from(o));
-        if (log) {  // (x - max) is exact; adding max back into the log term would round it away
+        const T m = reduce_row<MaxOp<T>>(n, [in, scale](int64_t c) { return in[c] * scale; });
+        for (int64_t c = 0; c < n; ++c) o[c] = vmath::exp(in[c] * scale - m);
+        const double sum = reduce_row<SumOp<T>>(n, load_from(o));
+        if (spec.log) {  // (v - max) is exact; adding max back into the log term would round it away
           const T log_sum = static_cast<T>(std::log(sum));
-          for (int64_t c = 0; c < cols; ++c) o[c] = (in[c] - m) - log_sum;
+          for (int64_t c = 0; c < n; ++c) o[c] = (in[c] * scale - m) - log_sum;
         } else {
           const T inv = static_cast<T>(1.0 / sum);
-          for (int64_t c = 0; c < cols; ++c) o[c] *= inv;
+          for (int64_t c = 0; c < n; ++c) o[c] *= inv;
         }
       });
+      std::fill(o + n, o + cols, spec.log ? -std::numeric_limits<T>::infinity() : T(0));
+    });
+  });
+}
+
+// One pass per row over y and g: the row's sum (of g * y, or of g for log_softmax), then gx.
+void softmax_backward_cpu(const Tensor& y, const Tensor& g, const Tensor& gx, const kernels::SoftmaxSpec& spec) {
+  const int64_t cols = y.size(-1), rows = y.numel() / std::max<int64_t>(cols, 1);
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    const T scale = static_cast<T>(spec.scale);
+    parallel_for(rows, rows * cols, [&](int64_t r) {
+      const T* py = y.data<T>() + r * cols;
+      const T* pg = g.data<T>() + r * cols;
+      T* o = gx.data<T>() + r * cols;
+      const int64_t n = spec.visible(r, cols);
+      simd_dispatch([&] {
+        if (spec.log) {
+          const T total = static_cast<T>(reduce_row<SumOp<T>>(n, load_from(pg)));
+          for (int64_t c = 0; c < n; ++c) o[c] = scale * (pg[c] - vmath::exp(py[c]) * total);
+        } else {
+          const T dot = static_cast<T>(reduce_row<SumOp<T>>(n, [py, pg](int64_t c) { return pg[c] * py[c]; }));
+          for (int64_t c = 0; c < n; ++c) o[c] = scale * (py[c] * (pg[c] - dot));
+        }
+      });
+      std::fill(o + n, o + cols, T(0));
     });
   });
 }
@@ -194,6 +222,7 @@ const bool registered =
     kernels::add_kernel(kernels::reduce, DeviceType::CPU, &reduce_cpu) &&
     kernels::add_kernel(kernels::argmax, DeviceType::CPU, &argmax_cpu) &&
     kernels::add_kernel(kernels::softmax, DeviceType::CPU, &softmax_cpu) &&
+    kernels::add_kernel(kernels::softmax_backward, DeviceType::CPU, &softmax_backward_cpu) &&
     kernels::add_kernel(kernels::cross_entropy_forward, DeviceType::CPU, &cross_entropy_forward_cpu) &&
     kernels::add_kernel(kernels::cross_entropy_backward, DeviceType::CPU, &cross_entropy_backward_cpu);
 

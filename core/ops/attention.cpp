@@ -1,12 +1,18 @@
-// Scaled dot-product attention, the math path: composed of differentiable ops (matmul, where,
-// softmax), each of which already has CPU and CUDA kernels.
+// Scaled dot-product attention, the math path: composed of differentiable ops (matmul, a fused
+// scaled and causal softmax, or where and softmax for an explicit mask), each with CPU and CUDA
+// kernels.
 #include <cmath>
 #include <limits>
 
+#include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
+
+using autograd::Ctx;
+using autograd::Function;
+using autograd::Grads;
 
 namespace {
 
@@ -35,38 +41,69 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
               ": ", shapes());
 }
 
+// Note [Scaled causal softmax]
+// Without an explicit mask, the scores go through one op, softmax(scale * scores) with the causal
+// mask applied inside the kernel (kernels::SoftmaxSpec: row i of each [L, S] matrix sees keys
+// j <= i), instead of a scaling, a where() against a uint8 mask and a softmax. That is one pass
+// over the [..., L, S] scores instead of three forward, one instead of three backward (the fused
+// softmax_backward kernel, which applies the scale and zeroes the masked entries), and no scaled
+// or masked copy of the scores, not even for a moment. The values are those of the composed ops
+// up to rounding: each row's maximum and sum run over its visible columns only, which the -inf
+// entries of the composed version did not change either.
+struct ScaledSoftmax : Function<ScaledSoftmax> {
+  static constexpr const char* name = "scaled_softmax";
+  using State = kernels::SoftmaxSpec;
+  static Tensor forward(Ctx& c, State& s, const Tensor& scores, double scale, bool causal) {
+    const Tensor in = scores.contiguous();
+    s = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0};
+    Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
+    if (y.numel() > 0) kernels::softmax[in.device()](in, y, s);
+    c.save(y);
+    return y;
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    const Tensor y = c.saved(0);
+    return {ops::softmax_backward(y, g, y.dim() - 1, s)};
+  }
+};
+
 }  // namespace
 
 // Note [What attention saves]
 // The attention is composed so that its backward keeps what PyTorch's math path keeps, no more:
 //   scores = q @ k^T                  saves q and k^T (a view: k's memory)
+// then, with no explicit mask (causal or not), one op (Note [Scaled causal softmax]):
+//   attn = softmax(scale * scores)    saves attn
+// or, with an attn_mask:
 //   scores * scale                    saves nothing (the scale is a number)
 //   scores + float mask               saves nothing
 //   where(allowed, scores, -inf)      saves the uint8 mask, in its own (unbroadcast) shape
 //   attn = softmax(scores, -1)        saves attn
+// and last
 //   attn @ v                          saves attn (the same tensor: no new memory) and v
-// So the graph holds q, k, v, the attention weights [..., L, S] and the mask. The raw, scaled
-// and masked scores, each as large as the weights, are freed as soon as the next op has run.
-// (Scaling q before the product would instead keep a scaled copy of q for the matmul.)
+// So the graph holds q, k, v, the attention weights [..., L, S] and, with a boolean attn_mask,
+// the mask. The raw scores, as large as the weights, are freed as soon as the softmax has run
+// (and with a mask so are the scaled and masked ones). (Scaling q before the product would
+// instead keep a scaled copy of q for the matmul.)
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     const Tensor& attn_mask, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
   check_attention_inputs(q, k, v);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   EMBER_CHECK(std::isfinite(s), "[", op, "] scale must be finite, got ", s);
+  if (!attn_mask.defined()) return matmul(ScaledSoftmax::apply(matmul(q, k.transpose(-2, -1)), s, causal), v);
+
   Shape scores_shape = q.shape();
   scores_shape.back() = k.size(-2);
-  Tensor allowed;  // uint8, 1 where a query may attend to a key
+  ops::check_same_device(attn_mask, q, op);
+  EMBER_CHECK(attn_mask.dtype() == kUInt8 || attn_mask.dtype() == q.dtype(), "[", op, "] attn_mask must be uint8 "
+              "or ", q.dtype(), " like the query, got ", attn_mask.dtype());
+  EMBER_CHECK(ops::broadcasts_to(attn_mask.shape(), scores_shape), "[", op, "] attn_mask of shape ",
+              shape_str(attn_mask.shape()), " does not broadcast to the scores' shape ", shape_str(scores_shape),
+              " (query ", shape_str(q.shape()), ", key ", shape_str(k.shape()), ")");
+  Tensor allowed;   // uint8, 1 where a query may attend to a key
   Tensor additive;  // floating, added to the scores
-  if (attn_mask.defined()) {
-    ops::check_same_device(attn_mask, q, op);
-    EMBER_CHECK(attn_mask.dtype() == kUInt8 || attn_mask.dtype() == q.dtype(), "[", op, "] attn_mask must be uint8 "
-                "or ", q.dtype(), " like the query, got ", attn_mask.dtype());
-    EMBER_CHECK(ops::broadcasts_to(attn_mask.shape(), scores_shape), "[", op, "] attn_mask of shape ",
-                shape_str(attn_mask.shape()), " does not broadcast to the scores' shape ", shape_str(scores_shape),
-                " (query ", shape_str(q.shape()), ", key ", shape_str(k.shape()), ")");
-    (attn_mask.dtype() == kUInt8 ? allowed : additive) = attn_mask;
-  }
+  (attn_mask.dtype() == kUInt8 ? allowed : additive) = attn_mask;
   if (causal) {
     Tensor lower = tril(ones({q.size(-2), k.size(-2)}, TensorOptions(kUInt8).with_device(q.device())));
     allowed = allowed.defined() ? allowed * lower : lower;

@@ -56,6 +56,10 @@ inline Tensor unary_kernel(kernels::UnaryOp op, const Tensor& x, double a = 0, d
   return out;
 }
 
+// The gradient of a softmax (or, per spec, log_softmax) along `dim` from its output y and the
+// output's gradient g, through the fused softmax_backward kernel.
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec);
+
 // Broadcasts, promotes dtypes and runs a binary kernel into a new tensor.
 Tensor binary_kernel(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const char* name);
 

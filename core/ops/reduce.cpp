@@ -13,6 +13,17 @@ using autograd::Function;
 using autograd::Grads;
 using kernels::ReduceOp;
 
+namespace ops {
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec) {
+  if (y.dim() == 0) return softmax_backward(y.reshape({1}), g.reshape({1}), 0, spec).reshape({});
+  const int64_t last = y.dim() - 1;
+  const Tensor rows_y = y.transpose(dim, last).contiguous(), rows_g = g.transpose(dim, last).contiguous();
+  Tensor gx = empty_on(rows_y.shape(), rows_y.dtype(), rows_y.device());
+  if (gx.numel() > 0) kernels::softmax_backward[y.device()](rows_y, rows_g, gx, spec);
+  return gx.transpose(dim, last);
+}
+}  // namespace ops
+
 namespace {
 
 // Sorted, de-duplicated, non-negative dims; empty means every dim.
@@ -145,16 +156,13 @@ struct Softmax : Function<Softmax<Log>> {
     const int64_t last = std::max<int64_t>(x.dim() - 1, 0);
     Tensor in = x.dim() == 0 ? x.reshape({1}) : x.transpose(d, last).contiguous();
     Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
-    if (y.numel() > 0) kernels::softmax[x.device()](in, y, Log);
+    if (y.numel() > 0) kernels::softmax[x.device()](in, y, {.log = Log});
     y = x.dim() == 0 ? y.reshape({}) : y.transpose(d, last).contiguous();
     c.save(y);
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor y = c.saved(0);
-    const Shape dims = y.dim() == 0 ? Shape{} : Shape{s.dim};
-    if constexpr (Log) return {g - exp(y) * sum(g, dims, true)};
-    return {y * (g - sum(g * y, dims, true))};
+    return {ops::softmax_backward(c.saved(0), g, s.dim, {.log = Log})};
   }
 };
 
