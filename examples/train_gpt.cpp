@@ -10,16 +10,19 @@
 //   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=... step_peak_bytes=...
 // (peak_bytes: the device's peak over the run; step_peak_bytes: a training step's, above what was
 // live before it, which is what --checkpoint budget=MB bounds).
-// --sweep trains nothing: it measures one training step (forward and backward) of 4, 8 and 16
-// blocks under --checkpoint none, blocks and sqrt, and prints a key=value line for each:
+// --sweep trains nothing: it measures training steps (forward and backward) of 4, 8 and 16 blocks
+// under --checkpoint none, blocks and sqrt, the modes taking turns in --sweep-rounds rounds, and
+// prints a key=value line for each:
 //   ./train_gpt --sweep --context 256
 // --export DIR also writes what the run trains on for bench/compare_gpt.py (Note [Exporting a run
 // for PyTorch]).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/generator.h"
@@ -45,6 +48,7 @@ struct Settings {
   std::string prompt = "The ";
   std::string checkpoint = "none";
   bool sweep = false;
+  int sweep_rounds = 5;
   std::string export_dir;
 };
 
@@ -83,6 +87,9 @@ void add_gpt_flags(CLI::App& app, Settings& s) {
                  "this folder (bench/compare_gpt.py trains PyTorch on them)");
   app.add_flag("--sweep", s.sweep, "measure a training step's peak memory and time at 4, 8 and 16 blocks with each "
                                    "checkpoint mode instead of training");
+  app.add_option("--sweep-rounds", s.sweep_rounds, "--sweep: timed rounds (one step of each mode per round)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
 }
 
 // Linear warm-up from lr / warmup to lr over `warmup` steps, then a cosine down to lr / 10 at the
@@ -99,47 +106,74 @@ std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, i
 
 std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
 
-// --sweep: one untimed and two timed training steps (forward, cross-entropy, backward) on random
-// tokens per depth and mode. Bytes are the peak above what was live before the step (the
-// parameters and the batch), from ember's allocator. The step's wall-clock time and the
-// process's CPU time (all threads), which other processes on a busy machine inflate far less.
+// --sweep: per depth, the three modes' models (the same seed, so the same weights) and random
+// tokens, one untimed step each, then --sweep-rounds rounds of one timed training step (forward,
+// cross-entropy, backward) per mode, the modes taking turns within a round so that a change in
+// the machine's load falls on all three alike. Bytes are the peak above what was live before the
+// step (the parameters and the batch), from ember's allocator; they are the same in every step.
+// Times are medians over the rounds: the step's wall-clock time, the process's CPU time (all
+// threads; other processes on a busy machine inflate it far less), and the ratio of each mode's
+// step to the plain step of the same round.
+struct SweepMode {
+  const char* kind;
+  std::unique_ptr<examples::GPT> model;
+  examples::Forward forward;
+  int64_t peak = 0;
+  std::vector<double> ms, cpu_ms, ratio;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void sweep(Settings s, const examples::TrainConfig& config, Device device, int64_t vocab_size) {
   using Clock = std::chrono::steady_clock;
   s.model.vocab_size = vocab_size;
   const TensorOptions on_device = TensorOptions(kInt64).with_device(device);
-  for (int64_t layers : {4, 8, 16})
+  for (int64_t layers : {4, 8, 16}) {
+    s.model.num_layers = layers;
+    manual_seed(config.seed);
+    const Tensor x = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
+    const Tensor y = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
+    std::vector<SweepMode> modes;
     for (const char* kind : {"none", "blocks", "sqrt"}) {
-      s.model.num_layers = layers;
       manual_seed(config.seed);
-      examples::GPT model(s.model);
-      model.to(device);
-      Tensor x = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
-      Tensor y = randint(0, vocab_size, {config.batch_size, s.model.context}, on_device);
+      auto model = std::make_unique<examples::GPT>(s.model);
+      model->to(device);
+      examples::GPT& m = *model;
       examples::Forward forward = examples::checkpointed_forward(
-          {model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
-           [&model](const Tensor& h) { return model.head_forward(h); }},
+          {m, m.blocks, [&m](const Tensor& ids) { return m.stem_forward(ids); },
+           [&m](const Tensor& h) { return m.head_forward(h); }},
           {kind}, x);
-      int64_t peak = 0;
-      double seconds = 0, cpu_seconds = 0;
-      for (int step = 0; step < 3; ++step) {
-        model.zero_grad();
+      modes.push_back({kind, std::move(model), std::move(forward), 0, {}, {}, {}});
+    }
+    for (int round = 0; round <= s.sweep_rounds; ++round) {  // round 0: warm-up, first-touch page faults
+      for (SweepMode& mode : modes) {
+        mode.model->zero_grad();
         const int64_t before = memory::stats(device).live_bytes;
         memory::reset_peak(device);
         const auto start = Clock::now();
         const std::clock_t cpu_start = std::clock();
-        cross_entropy(forward(x).flatten(0, 1), y.flatten()).backward();
-        if (step == 0) continue;  // warm-up: first allocations, first-touch page faults
-        seconds += std::chrono::duration<double>(Clock::now() - start).count();
-        cpu_seconds += static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-        peak = std::max(peak, memory::stats(device).peak_bytes - before);
+        cross_entropy(mode.forward(x).flatten(0, 1), y.flatten()).backward();
+        if (round == 0) continue;
+        mode.ms.push_back(1000 * std::chrono::duration<double>(Clock::now() - start).count());
+        mode.cpu_ms.push_back(1000 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
+        mode.ratio.push_back(mode.ms.back() / modes.front().ms.back());
+        mode.peak = std::max(mode.peak, memory::stats(device).peak_bytes - before);
       }
-      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld step_ms=%.1f "
-                  "step_cpu_ms=%.1f\n",
+    }
+    for (const SweepMode& mode : modes) {
+      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld peak_ratio=%.3f "
+                  "step_ms=%.1f step_cpu_ms=%.1f time_ratio=%.3f rounds=%d\n",
                   static_cast<long long>(layers), static_cast<long long>(s.model.context),
-                  static_cast<long long>(config.batch_size), kind, static_cast<long long>(peak), 1000 * seconds / 2,
-                  1000 * cpu_seconds / 2);
+                  static_cast<long long>(config.batch_size), mode.kind, static_cast<long long>(mode.peak),
+                  static_cast<double>(mode.peak) / static_cast<double>(modes.front().peak), median_of(mode.ms),
+                  median_of(mode.cpu_ms), median_of(mode.ratio), s.sweep_rounds);
       std::fflush(stdout);
     }
+  }
 }
 
 }  // namespace
