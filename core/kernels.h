@@ -101,20 +101,35 @@ using ReduceFn = void(ReduceOp op, const Tensor& x, int64_t outer, int64_t k, in
                       const Tensor& out);
 // like reduce, writing the int64 index of the maximum (first one on ties)
 using ArgmaxFn = void(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const Tensor& out);
-// out[b] = a[b] @ c[b]; a: [B, M, K], c: [B, K, N], out contiguous [B, M, N]. The last two dims
-// of a and c are row-major or column-major (a transposed view); batch strides may be 0.
+// out[b] = a[b] @ c[b] over a batch of one level, a: [B, M, K], c: [B, K, N], or of two,
+// a: [B1, B2, M, K], c: [B1, B2, K, N] (Note [Two batch levels] in core/ops/matmul.cpp); out is
+// contiguous with a's batch dims and [M, N]. The last two dims of a and c are row-major or
+// column-major (a transposed view); batch strides may be 0.
 using MatmulFn = void(const Tensor& a, const Tensor& c, const Tensor& out);
 
-// How a BLAS reads the last two dims [rows, cols] of a 3-D matmul operand: row-major with
-// leading dimension ld, or — a transposed view — column-major, passed as a transpose flag.
+// How a BLAS reads the last two dims [rows, cols] of a matmul operand: row-major with leading
+// dimension ld, or — a transposed view — column-major, passed as a transpose flag.
 struct GemmLayout {
   bool transposed;
   int64_t ld;
 };
 inline GemmLayout gemm_layout(const Tensor& t) {
-  const int64_t rows = t.size(1), cols = t.size(2), rs = t.stride(1), cs = t.stride(2);
+  const int64_t rows = t.size(-2), cols = t.size(-1), rs = t.stride(-2), cs = t.stride(-1);
   if (cs == 1 || cols == 1) return {false, std::max<int64_t>({rs, cols, 1})};
   return {true, std::max<int64_t>({cs, rows, 1})};  // rs == 1: column-major
+}
+// The batch of a matmul operand as two levels, outer x inner matrices, each level with its
+// stride in elements: a 3-D operand is one outer level of 1.
+struct GemmBatch {
+  int64_t outer, inner, outer_stride, inner_stride;
+  int64_t count() const { return outer * inner; }
+  int64_t offset(int64_t i) const { return i / inner * outer_stride + i % inner * inner_stride; }
+  // One level when the outer stride steps over whole inner groups (contiguous or broadcast).
+  bool folds() const { return outer == 1 || outer_stride == inner * inner_stride; }
+};
+inline GemmBatch gemm_batch(const Tensor& t) {
+  if (t.dim() == 4) return {t.size(0), t.size(1), t.stride(0), t.stride(1)};
+  return {1, t.size(0), 0, t.stride(0)};
 }
 // What a softmax row is: softmax (or log_softmax) of scale * x over the row's visible columns.
 // With causal_rows > 0 the rows are those of [causal_rows, cols] matrices, and row i of each

@@ -1,7 +1,8 @@
 // Matmul on CUDA is cuBLAS's sgemm/dgemm, with the layout logic of core/cpu/matmul.cpp: a
 // transposed view (column-major last two dims) is passed as a transpose flag rather than
-// copied, a batch is one strided-batched call (batch strides may be 0), and a batch whose right
-// operand is shared and whose left operand is contiguous collapses into one large gemm.
+// copied, a batch is one strided-batched call per outer group (Note [Two batch levels] in
+// core/ops/matmul.cpp; batch strides may be 0), and a batch whose right operand is shared and
+// whose left operand is contiguous collapses into one large gemm.
 //
 // Note [Row-major gemm on column-major cuBLAS]
 // cuBLAS is column-major, ember is row-major. A row-major [r, c] matrix with row stride ld is,
@@ -47,7 +48,8 @@ void gemm_batched(cublasHandle_t handle, GemmLayout la, GemmLayout lb, int64_t b
 }
 
 void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
+  const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int index = out.device().index;
   DeviceGuard guard(index);
   if (k == 0) {  // an empty sum: zeros (all-zero bytes are 0.0 in IEEE floats)
@@ -57,13 +59,20 @@ void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
   cublasHandle_t handle = cublas_handle(index);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
     const GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
-    if (batch > 1 && b.stride(0) == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
+    if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
       gemm_batched<T>(handle, GemmLayout{false, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
                       out.data<T>());
       return;
     }
-    gemm_batched<T>(handle, la, lb, batch, m, n, k, a.data<T>(), a.stride(0), b.data<T>(), b.stride(0),
-                    out.data<T>());
+    if (ba.folds() && bb.folds()) {  // one level: one strided-batched call
+      gemm_batched<T>(handle, la, lb, batch, m, n, k, a.data<T>(), ba.inner_stride, b.data<T>(), bb.inner_stride,
+                      out.data<T>());
+      return;
+    }
+    // cuBLAS takes one batch stride per operand: one strided-batched call per outer group.
+    for (int64_t o = 0; o < ba.outer; ++o)
+      gemm_batched<T>(handle, la, lb, ba.inner, m, n, k, a.data<T>() + o * ba.outer_stride, ba.inner_stride,
+                      b.data<T>() + o * bb.outer_stride, bb.inner_stride, out.data<T>() + o * ba.inner * m * n);
   });
 }
 

@@ -377,6 +377,17 @@ TEST(Cuda, MatmulMatchesCpu) {
     // The transposed views must be seen on the GPU too, not only on the CPU side.
     Tensor gt = randn({7, 5}).to(dtype).to(kCUDA).t();
     expect_matches(matmul(gt, b.to(kCUDA)), matmul(gt.to(kCPU), b), 1e-4);
+    // Two batch levels (Note [Two batch levels]): attention's head-split views, made on each
+    // device, against a contiguous 4-D operand, which folds into one level.
+    const Tensor qkv = randn({3, 5, 24}).to(dtype);
+    auto heads = [](const Tensor& x, int64_t part) {
+      return chunk(x, 3, -1)[static_cast<size_t>(part)].reshape({3, 5, 2, 4}).transpose(1, 2);
+    };
+    const Tensor gqkv = qkv.to(kCUDA);
+    const Tensor scores = matmul(heads(qkv, 0), heads(qkv, 1).transpose(-2, -1));
+    const Tensor gscores = matmul(heads(gqkv, 0), heads(gqkv, 1).transpose(-2, -1));
+    expect_matches(gscores, scores, 1e-4);
+    expect_matches(matmul(gscores, heads(gqkv, 2)), matmul(scores, heads(qkv, 2)), 1e-4);
     // k = 0: a sum over nothing is 0.
     expect_matches(matmul(zeros({3, 0}, TensorOptions(dtype).with_device(kCUDA)),
                           zeros({0, 4}, TensorOptions(dtype).with_device(kCUDA))),

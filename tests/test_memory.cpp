@@ -4,8 +4,10 @@
 #include "core/allocator.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "test_helpers.h"
 
 using namespace ember;
+using ember::testutil::values;
 
 namespace {
 int64_t live() { return memory::stats(kCPU).live_bytes; }
@@ -134,4 +136,23 @@ TEST(Memory, ReluBackwardAllocatesOnlyTheGradient) {
   const int64_t gradient = 1024 * 4;
   EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + gradient);
   EXPECT_EQ(live(), before + gradient);  // it became x.grad
+}
+
+// Note [Two batch levels]: attention's head-split views of a fused projection go to the gemm as
+// they are, so the product allocates its output and nothing else, and equals the product of the
+// copied operands.
+TEST(Memory, MatmulOfHeadSplitViewsCopiesNothing) {
+  manual_seed(3);
+  const int64_t b = 3, t = 5, h = 2, e = 4;
+  const Tensor qkv = randn({b, t, 3 * h * e});
+  std::vector<Tensor> parts = chunk(qkv, 3, -1);
+  for (Tensor& p : parts) p = p.reshape({b, t, h, e}).transpose(1, 2);  // [b, h, t, e], strides [t*3he, e, 3he, 1]
+  const Tensor q = parts[0], kt = parts[1].transpose(-2, -1);
+  const int64_t before = live();
+  memory::reset_peak();
+  const Tensor scores = matmul(q, kt);
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + b * h * t * t * 4);
+  EXPECT_EQ(values(scores), values(matmul(q.contiguous(), kt.contiguous())));
+  const Tensor mixed = matmul(scores, parts[2]);  // a contiguous operand with a two-level one
+  EXPECT_EQ(values(mixed), values(matmul(scores, parts[2].contiguous())));
 }

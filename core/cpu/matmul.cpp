@@ -1,6 +1,7 @@
-// Matmul on the CPU is OpenBLAS's sgemm/dgemm. A transposed view (column-major last two dims)
-// is passed as a transpose flag rather than copied; batches whose right operand is shared
-// (batch stride 0) and whose left operand is contiguous collapse into one large gemm.
+// Matmul on the CPU is OpenBLAS's sgemm/dgemm, one call per matrix of the batch. A transposed
+// view (column-major last two dims) is passed as a transpose flag rather than copied, and so is a
+// row stride larger than the row (ld); batches whose right operand is shared (batch strides 0)
+// and whose left operand is contiguous collapse into one large gemm.
 #include <algorithm>
 
 #include "core/cpu/blas.h"
@@ -11,7 +12,8 @@ namespace ember::cpu {
 namespace {
 
 void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+  const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
+  const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
     T* c = out.data<T>();
     if (k == 0) {
@@ -19,13 +21,13 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
       return;
     }
     const kernels::GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
-    if (batch > 1 && b.stride(0) == 0 && a.is_contiguous()) {
+    if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {
       gemm<T>(false, lb.transposed, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, T(0), c, n);
       return;
     }
     for (int64_t i = 0; i < batch; ++i)
-      gemm<T>(la.transposed, lb.transposed, m, n, k, a.data<T>() + i * a.stride(0), la.ld,
-              b.data<T>() + i * b.stride(0), lb.ld, T(0), c + i * m * n, n);
+      gemm<T>(la.transposed, lb.transposed, m, n, k, a.data<T>() + ba.offset(i), la.ld, b.data<T>() + bb.offset(i),
+              lb.ld, T(0), c + i * m * n, n);
   });
 }
 

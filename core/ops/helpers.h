@@ -56,6 +56,10 @@ inline Tensor unary_kernel(kernels::UnaryOp op, const Tensor& x, double a = 0, d
   return out;
 }
 
+// Strides that let `new_shape` view memory laid out as (shape, strides), if any exist (what
+// view() needs; reshape() copies when there are none).
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape);
+
 // The gradient of a softmax (or, per spec, log_softmax) along `dim` from its output y and the
 // output's gradient g, through the fused softmax_backward kernel.
 Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec);

@@ -1,5 +1,5 @@
 // matmul: PyTorch's rules (1-D operands are promoted to a row/column and squeezed back, batch
-// dims broadcast), one kernel call on [B, M, K] x [B, K, N].
+// dims broadcast), one kernel call on [B1, B2, M, K] x [B1, B2, K, N].
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -12,23 +12,38 @@ using autograd::Grads;
 
 namespace {
 
-// A 3-D operand the kernel accepts: last two dims row- or column-major (see cpu/matmul.cpp).
+// Note [Two batch levels]
+// matmul folds its operands' batch dims ([batch..., r, c], broadcast to one batch shape) into
+// what the kernel takes. One level, [B, r, c] with a single batch stride, is a view when the
+// batch dims are laid out one after another, or broadcast. Attention's heads are not: q is
+// qkv(x).chunk(3, -1)[0].view(b, t, h, e).transpose(1, 2), strides [t * 3he, e, 3he, 1], and
+// b and h do not fold into one stride. Copying q, k and v into [b * h, t, e] would cost a pass
+// over each at every product that reads them, forward and backward (and over the gradient that
+// comes back through the heads' transpose). So the kernel also takes two levels, [B1, B2, r, c]
+// with a stride each: the leading batch dims folded into B1, the last one as B2. Only an operand
+// whose leading dims do not fold either, or whose last two dims are no BLAS layout (row- or
+// column-major with a leading dimension), is copied.
+
+// The last two dims are row- or column-major (see cpu/matmul.cpp).
 bool gemm_compatible(const Tensor& t) {
-  const int64_t rows = t.size(1), cols = t.size(2), rs = t.stride(1), cs = t.stride(2);
+  const int64_t rows = t.size(-2), cols = t.size(-1), rs = t.stride(-2), cs = t.stride(-1);
   bool row_major = (cs == 1 || cols == 1) && (rs >= cols || rows == 1);
   bool col_major = (rs == 1 || rows == 1) && (cs >= rows || cols == 1);
   return row_major || col_major;
 }
 
-// [batch..., r, c] -> [B, r, c], broadcasting the batch dims; a 2-D operand becomes a stride-0
-// batch (no copy).
-Tensor as_batched(const Tensor& t, const Shape& batch, int64_t b) {
+// [batch..., r, c] -> [B1, B2, r, c], B2 the last batch dim (1 without batch dims), B1 the others
+// folded (see the Note); a 2-D operand becomes a stride-0 batch (no copy).
+Tensor as_batched(const Tensor& t, const Shape& batch) {
+  const int64_t r = t.size(-2), c = t.size(-1);
+  const int64_t inner = batch.empty() ? 1 : batch.back(), outer = numel_of(batch) / inner;
+  const Tensor ready = gemm_compatible(t) ? t : t.contiguous();
   Shape full = batch;
-  full.push_back(t.size(-2));
-  full.push_back(t.size(-1));
-  Tensor out = t.dim() == 2 ? t.unsqueeze(0).expand({b, t.size(0), t.size(1)})
-                            : t.expand(full).reshape({b, t.size(-2), t.size(-1)});
-  return gemm_compatible(out) ? out : out.contiguous();
+  full.push_back(r);
+  full.push_back(c);
+  const Tensor e = ready.expand(full);
+  const Shape levels{outer, inner, r, c};
+  return ops::view_strides(e.shape(), e.strides(), levels) ? e.view(levels) : e.contiguous().view(levels);
 }
 
 struct Matmul : Function<Matmul> {
@@ -43,7 +58,10 @@ struct Matmul : Function<Matmul> {
     c.save(a);
     c.save(b);
     Tensor out = ops::empty_on({nb, m, n}, a.dtype(), a.device());
-    if (out.numel() > 0) kernels::matmul[a.device()](as_batched(a, batch, nb), as_batched(b, batch, nb), out);
+    if (out.numel() > 0) {
+      const Tensor ba = as_batched(a, batch), bb = as_batched(b, batch);
+      kernels::matmul[a.device()](ba, bb, out.view({ba.size(0), ba.size(1), m, n}));
+    }
     return out.view(out_shape);
   }
   static Grads backward(Ctx& c, const Tensor& g) {

@@ -13,11 +13,10 @@ using autograd::Ctx;
 using autograd::Function;
 using autograd::Grads;
 
-namespace {
+namespace ops {
 
-// Strides that let `new_shape` view memory laid out as (shape, strides), if any exist. Dims are
-// grouped into chunks that are contiguous with each other; a view may split or merge dims only
-// inside a chunk.
+// Dims are grouped into chunks that are contiguous with each other; a view may split or merge
+// dims only inside a chunk.
 std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape) {
   Shape out(new_shape.size());
   if (numel_of(shape) == 0 || shape.empty()) return contiguous_strides(new_shape);
@@ -43,6 +42,12 @@ std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, cons
   if (view_d != -1) return std::nullopt;
   return out;
 }
+
+}  // namespace ops
+
+namespace {
+
+using ops::view_strides;
 
 // Replaces one -1 by the size that keeps numel, checking the total.
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape& from) {
