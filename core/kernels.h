@@ -125,6 +125,11 @@ using CrossEntropyFwdFn = void(const Tensor& logits, const Tensor& target, int64
 using CrossEntropyBwdFn = void(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                const Tensor& grad_loss, int64_t ignore_index, double smoothing,
                                const Tensor& grad_logits);
+// target contiguous int64; safe (target's shape) = target, with 0 where it is ignore_index, so that
+// safe indexes a class (nll_loss). A target outside [0, classes) that is not ignored is a user
+// error: the CPU op rejects it before the call; the CUDA kernel records it (Note [Index errors
+// found on the device] in cuda/bad_index.h) and writes 0.
+using ClassTargetsFn = void(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& safe);
 // x contiguous viewed as [outer, k, inner]; out[outer, j, inner] = x[outer, index[j], inner]
 using IndexSelectFn = void(const Tensor& x, const Tensor& index, int64_t outer, int64_t k,
                            int64_t inner, const Tensor& out);
@@ -222,6 +227,7 @@ inline Kernel<MatmulFn> matmul{"matmul"};
 inline Kernel<SoftmaxFn> softmax{"softmax"};
 inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward"};
 inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward"};
+inline Kernel<ClassTargetsFn> class_targets{"class_targets"};
 inline Kernel<IndexSelectFn> index_select{"index_select"};
 inline Kernel<IndexAddFn> index_add{"index_add"};
 inline Kernel<GatherFn> gather{"gather"};
