@@ -184,6 +184,31 @@ using BatchNormApplyFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, 
 using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                                  const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                  const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+// The running statistics a training forward moves towards the batch's: running = (1 - momentum)
+// * running + momentum * batch, the variance unbiased (count / (count - 1) times the biased one,
+// count = n * s > 1), as PyTorch. mean and var undefined: no update.
+struct BatchNormRunning {
+  Tensor mean, var;
+  double momentum = 0.0;
+};
+// Training-mode forward in one call (Note [Batch-norm forward slots] in core/ops/norm.cpp): the
+// batch statistics of x, mean and invstd = 1 / sqrt(biased var + eps) ([c], what the backward
+// receives), out = (x - mean) * invstd * weight + bias, and the running update.
+using BatchNormTrainFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                 const Tensor& bias, double eps, const BatchNormRunning& running, const Tensor& out,
+                                 const Tensor& mean, const Tensor& invstd);
+// Evaluation-mode forward: out = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
+using BatchNormEvalFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                const Tensor& out);
+// The two forwards composed of batch_norm_stats, batch_norm_apply and ops, for any device: the CPU's
+// slots, and the CUDA slots' path when cuDNN declines (core/ops/norm.cpp).
+void batch_norm_train_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                       const Tensor& bias, double eps, const BatchNormRunning& running,
+                                       const Tensor& out, const Tensor& mean, const Tensor& invstd);
+void batch_norm_eval_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                      const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                      const Tensor& out);
 // x contiguous [rows, cols], normalised over cols: out = (x - mean) * rstd * weight + bias, with
 // weight/bias [cols] or undefined; writes the statistics mean[rows] and rstd[rows] =
 // 1 / sqrt(biased variance + eps), in x's dtype (Note [Layer-norm statistics]).
@@ -245,6 +270,8 @@ inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg
 inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
 inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
 inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
+inline Kernel<BatchNormTrainFwdFn> batch_norm_train_forward{"batch_norm_train_forward"};
+inline Kernel<BatchNormEvalFwdFn> batch_norm_eval_forward{"batch_norm_eval_forward"};
 inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward"};
 inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward"};
 inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward"};

@@ -88,6 +88,8 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::conv2d_forward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::max_pool2d_backward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::batch_norm_backward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::batch_norm_train_forward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::batch_norm_eval_forward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::class_targets.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::where.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::index_select.has(DeviceType::CUDA));
