@@ -161,6 +161,11 @@ using CrossEntropyFwdFn = void(const Tensor& logits, const Tensor& target, int64
 using CrossEntropyBwdFn = void(const Tensor& logits, const Tensor& target, const Tensor& lse,
                                const Tensor& grad_loss, int64_t ignore_index, double smoothing,
                                const Tensor& grad_logits);
+// target contiguous int64; safe (target's shape) = target, with 0 where it is ignore_index, so that
+// safe indexes a class (nll_loss). A target outside [0, classes) that is not ignored is a user
+// error: the CPU op rejects it before the call; the CUDA kernel records it (Note [Index errors
+// found on the device] in cuda/bad_index.h) and writes 0.
+using ClassTargetsFn = void(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& safe);
 // x contiguous viewed as [outer, k, inner]; out[outer, j, inner] = x[outer, index[j], inner]
 using IndexSelectFn = void(const Tensor& x, const Tensor& index, int64_t outer, int64_t k,
                            int64_t inner, const Tensor& out);
@@ -215,6 +220,31 @@ using BatchNormApplyFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, 
 using BatchNormBackwardFn = void(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                                  const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                  const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+// The running statistics a training forward moves towards the batch's: running = (1 - momentum)
+// * running + momentum * batch, the variance unbiased (count / (count - 1) times the biased one,
+// count = n * s > 1), as PyTorch. mean and var undefined: no update.
+struct BatchNormRunning {
+  Tensor mean, var;
+  double momentum = 0.0;
+};
+// Training-mode forward in one call (Note [Batch-norm forward slots] in core/ops/norm.cpp): the
+// batch statistics of x, mean and invstd = 1 / sqrt(biased var + eps) ([c], what the backward
+// receives), out = (x - mean) * invstd * weight + bias, and the running update.
+using BatchNormTrainFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                 const Tensor& bias, double eps, const BatchNormRunning& running, const Tensor& out,
+                                 const Tensor& mean, const Tensor& invstd);
+// Evaluation-mode forward: out = (x - running_mean) / sqrt(running_var + eps) * weight + bias.
+using BatchNormEvalFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                const Tensor& out);
+// The two forwards composed of batch_norm_stats, batch_norm_apply and ops, for any device: the CPU's
+// slots, and the CUDA slots' path when cuDNN declines (core/ops/norm.cpp).
+void batch_norm_train_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                       const Tensor& bias, double eps, const BatchNormRunning& running,
+                                       const Tensor& out, const Tensor& mean, const Tensor& invstd);
+void batch_norm_eval_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                      const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                      const Tensor& out);
 // x contiguous [rows, cols], normalised over cols: out = (x - mean) * rstd * weight + bias, with
 // weight/bias [cols] or undefined; writes the statistics mean[rows] and rstd[rows] =
 // 1 / sqrt(biased variance + eps), in x's dtype (Note [Layer-norm statistics]).
@@ -259,6 +289,7 @@ inline Kernel<SoftmaxFn> softmax{"softmax"};
 inline Kernel<SoftmaxBackwardFn> softmax_backward{"softmax_backward"};
 inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward"};
 inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward"};
+inline Kernel<ClassTargetsFn> class_targets{"class_targets"};
 inline Kernel<IndexSelectFn> index_select{"index_select"};
 inline Kernel<IndexAddFn> index_add{"index_add"};
 inline Kernel<GatherFn> gather{"gather"};
@@ -276,6 +307,8 @@ inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg
 inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
 inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
 inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
+inline Kernel<BatchNormTrainFwdFn> batch_norm_train_forward{"batch_norm_train_forward"};
+inline Kernel<BatchNormEvalFwdFn> batch_norm_eval_forward{"batch_norm_eval_forward"};
 inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward"};
 inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward"};
 inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward"};

@@ -30,7 +30,9 @@ std::string describe(const BadIndex& bad) {
   std::string what;
   switch (check) {
     case IndexCheck::CrossEntropyTarget:
-      what = concat("[cross_entropy] target ", bad.value, " is out of range for ", bad.size, " classes");
+    case IndexCheck::NllLossTarget:
+      what = concat("[", check == IndexCheck::NllLossTarget ? "nll_loss" : "cross_entropy", "] target ", bad.value,
+                    " is out of range for ", bad.size, " classes");
       break;
     case IndexCheck::IndexSelect:
     case IndexCheck::Gather:

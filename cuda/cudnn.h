@@ -1,23 +1,23 @@
 #pragma once
-// cuDNN for convolutions and the batch-norm backward on CUDA, with ember's own kernels
-// (cuda/conv.cu, cuda/norm.cu) as the reference path.
+// cuDNN for convolutions and batch norm on CUDA, with ember's own kernels (cuda/conv.cu,
+// cuda/norm.cu) as the reference path.
 //
 // Note [cuDNN or ember's kernels]
 // The kernel table keeps one CUDA slot per computation (Note [The kernel table]); the slots of
-// conv2d_forward, conv2d_backward_input, conv2d_backward_weight and batch_norm_backward first
-// offer the call to cuDNN (the functions in namespace cudnn below) and run ember's kernel when
-// cuDNN declines. cuDNN declines when
+// conv2d_forward, conv2d_backward_input, conv2d_backward_weight, batch_norm_train_forward,
+// batch_norm_eval_forward and batch_norm_backward first offer the call to cuDNN (the functions in
+// namespace cudnn below) and run ember's kernels when cuDNN declines. cuDNN declines when
 //   - the build has no cuDNN (CMake EMBER_CUDNN=OFF, or AUTO without cudnn.h: cuda/cudnn_off.cpp),
 //   - the switch is off: the environment variable EMBER_CUDNN=0 (or "off"), read at the first
 //     call, or set_cudnn_enabled(false), which overrides it for the rest of the process,
 //   - libcudnn.so.9 cannot be loaded (Note [cuDNN loaded at run time] in cuda/cudnn_library.h),
-//   - the call is outside what cuDNN's descriptors take (a tensor of 2^31 or more elements:
-//     cuda/cudnn_shapes.h), the dtype is not float32 (convolutions also take float64), or no
-//     deterministic FMA-only algorithm fits (Note [Deterministic cuDNN algorithms] in
-//     cuda/cudnn_conv.cpp).
+//   - the call is outside what cuDNN takes (a tensor of 2^31 or more elements, or a batch norm
+//     over a larger batch than cuDNN serves: cuda/cudnn_shapes.h), the dtype is not float32
+//     (convolutions also take float64), or no deterministic FMA-only algorithm fits (Note
+//     [Deterministic cuDNN algorithms] in cuda/cudnn_conv.cpp).
 // Either path computes the same function to rounding, so a test can run both in one process and
-// compare them (tests/test_cudnn.cpp). The batch-norm forward stays ember's on both paths: its
-// slots split statistics from the affine map, where cuDNN's training forward fuses them.
+// compare them (tests/test_cudnn.cpp). The batch-norm forwards are one slot per mode so that
+// cuDNN's fused calls can take them whole (Note [Batch-norm forward slots] in core/ops/norm.cpp).
 #include <cstdint>
 #include <string>
 
@@ -44,7 +44,7 @@ class CudnnSwitchGuard {
  private:
   int before_;  // the override before the guard: -1 (none: EMBER_CUDNN decides), 0 or 1
 };
-// Whether convolutions and the batch-norm backward go to cuDNN now: requested, built with it,
+// Whether convolutions and batch norm go to cuDNN now: requested, built with it,
 // and libcudnn loaded (this loads it; no GPU is needed).
 bool cudnn_active();
 // One line saying which path runs and why, e.g. "cuDNN 9.19.0 (libcudnn.so.9)" or "ember's
@@ -64,6 +64,12 @@ bool conv2d_backward_input(const Tensor& grad, const Tensor& weight, const kerne
                            const Tensor& grad_x);
 bool conv2d_backward_weight(const Tensor& grad, const Tensor& x, const kernels::Window2d& g,
                             const Tensor& grad_weight);
+bool batch_norm_train_forward(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                              const Tensor& bias, double eps, const kernels::BatchNormRunning& running,
+                              const Tensor& out, const Tensor& mean, const Tensor& invstd);
+bool batch_norm_eval_forward(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                             const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                             const Tensor& out);
 bool batch_norm_backward(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                          const Tensor& grad_weight, const Tensor& grad_bias);

@@ -4,7 +4,7 @@
 // same folder: libcudnn_engines_precompiled alone is 245 MB, which no GPU bundle could carry
 // (Note [The GPU bundle] in scripts/gpu-bundle). ember_cuda is therefore not linked with it: it
 // includes cudnn.h for the types and loads libcudnn.so.9 with dlopen at the first convolution or
-// batch-norm backward on CUDA (or cudnn_active()). A program linked with ember starts on a
+// batch norm on CUDA (or cudnn_active()). A program linked with ember starts on a
 // machine without cuDNN and runs ember's own kernels there; cudnn_status() says why. A library
 // of another major version than the header's, or one that lacks a function below, is treated as
 // missing.
@@ -43,6 +43,8 @@
   X(cudnnGetConvolutionBackwardFilterWorkspaceSize)                                                    \
   X(cudnnConvolutionBackwardFilter)                                                                    \
   X(cudnnDeriveBNTensorDescriptor)                                                                     \
+  X(cudnnBatchNormalizationForwardTraining)                                                            \
+  X(cudnnBatchNormalizationForwardInference)                                                           \
   X(cudnnBatchNormalizationBackward)
 
 namespace ember::cuda {

@@ -13,6 +13,14 @@ namespace cudnn {
 bool conv2d_forward(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) { return false; }
 bool conv2d_backward_input(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) { return false; }
 bool conv2d_backward_weight(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) { return false; }
+bool batch_norm_train_forward(const Tensor&, int64_t, int64_t, int64_t, const Tensor&, const Tensor&, double,
+                              const kernels::BatchNormRunning&, const Tensor&, const Tensor&, const Tensor&) {
+  return false;
+}
+bool batch_norm_eval_forward(const Tensor&, int64_t, int64_t, int64_t, const Tensor&, const Tensor&, const Tensor&,
+                             const Tensor&, double, const Tensor&) {
+  return false;
+}
 bool batch_norm_backward(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, const Tensor&, const Tensor&,
                          const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   return false;

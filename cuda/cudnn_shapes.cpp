@@ -36,6 +36,11 @@ std::optional<CudnnConvShapes> cudnn_conv_shapes(const kernels::Window2d& g, int
                          {static_cast<int>(g.dh), static_cast<int>(g.dw)}};
 }
 
-std::optional<std::array<int, 4>> cudnn_batch_norm_shape(int64_t n, int64_t c, int64_t s) { return dims4(n, c, s, 1); }
+std::optional<std::array<int, 4>> cudnn_batch_norm_shape(int64_t n, int64_t c, int64_t s, BatchNormPass pass) {
+  const int64_t max_batch =
+      pass == BatchNormPass::Training ? kCudnnBatchNormMaxTrainingBatch : kCudnnBatchNormMaxInferenceBatch;
+  if (n > max_batch || n * c * s == 0) return std::nullopt;
+  return dims4(n, c, s, 1);
+}
 
 }  // namespace ember::cuda

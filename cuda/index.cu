@@ -1,7 +1,8 @@
-// CUDA kernels for index_select/gather and their adjoints index_add/scatter_add, with the
-// semantics of core/cpu/index.cpp. Operands are contiguous, seen as [outer, k, inner] around the
-// indexed dim. The selections check each index where they read it (Note [Index errors found on
-// the device]); the adjoints run on indices their forward checked, and skip any outside [0, k).
+// CUDA kernels for index_select/gather, their adjoints index_add/scatter_add, and nll_loss's
+// class_targets, with the semantics of core/cpu/index.cpp. Operands are contiguous, seen as
+// [outer, k, inner] around the indexed dim. The selections and class_targets check each index
+// where they read it (Note [Index errors found on the device]); the adjoints run on indices
+// their forward checked, and skip any outside [0, k).
 //
 // Note [Index adjoints by sorting]
 // Two indices may name the same destination, so the CPU adds into each destination in index
@@ -143,10 +144,30 @@ void scatter_add_cuda(const Tensor& src, const Tensor& index, int64_t outer, int
   add_by_sorting(src, index, true, outer, k, inner, out);
 }
 
+// nll_loss's targets made safe to gather with: an ignored one becomes class 0, and so does one
+// outside [0, classes), which is recorded for the next synchronisation.
+struct ClassTargetsBody {
+  const int64_t* target;
+  int64_t classes, ignore_index;
+  BadIndex* bad;
+  int64_t* safe;
+  __device__ void operator()(int64_t i) const {
+    const int64_t t = target[i];
+    safe[i] = t == ignore_index || !index_in_range(bad, IndexCheck::NllLossTarget, t, classes) ? 0 : t;
+  }
+};
+
+void class_targets_cuda(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& safe) {
+  for_each(safe.device(), safe.numel(),
+           ClassTargetsBody{target.data<int64_t>(), classes, ignore_index, bad_index_record(safe.device().index),
+                            safe.data<int64_t>()});
+}
+
 const bool registered = kernels::add_kernel(kernels::index_select, DeviceType::CUDA, &index_select_cuda) &&
                         kernels::add_kernel(kernels::index_add, DeviceType::CUDA, &index_add_cuda) &&
                         kernels::add_kernel(kernels::gather, DeviceType::CUDA, &gather_cuda) &&
-                        kernels::add_kernel(kernels::scatter_add, DeviceType::CUDA, &scatter_add_cuda);
+                        kernels::add_kernel(kernels::scatter_add, DeviceType::CUDA, &scatter_add_cuda) &&
+                        kernels::add_kernel(kernels::class_targets, DeviceType::CUDA, &class_targets_cuda);
 
 }  // namespace
 }  // namespace ember::cuda

@@ -220,10 +220,29 @@ void batch_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n
   });
 }
 
+// The forwards in one call each (Note [Batch-norm forward slots] in core/ops/norm.cpp): cuDNN's
+// fused call where it takes it, else the composition of the kernels above.
+void batch_norm_train_forward_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                   const Tensor& bias, double eps, const kernels::BatchNormRunning& running,
+                                   const Tensor& out, const Tensor& mean, const Tensor& invstd) {
+  // Note [cuDNN or ember's kernels]
+  if (cudnn::batch_norm_train_forward(x, n, c, s, weight, bias, eps, running, out, mean, invstd)) return;
+  kernels::batch_norm_train_forward_by_parts(x, n, c, s, weight, bias, eps, running, out, mean, invstd);
+}
+
+void batch_norm_eval_forward_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                  const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                  const Tensor& out) {
+  if (cudnn::batch_norm_eval_forward(x, n, c, s, running_mean, running_var, weight, bias, eps, out)) return;
+  kernels::batch_norm_eval_forward_by_parts(x, n, c, s, running_mean, running_var, weight, bias, eps, out);
+}
+
 const bool registered =
     kernels::add_kernel(kernels::batch_norm_stats, DeviceType::CUDA, &batch_norm_stats_cuda) &&
     kernels::add_kernel(kernels::batch_norm_apply, DeviceType::CUDA, &batch_norm_apply_cuda) &&
-    kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CUDA, &batch_norm_backward_cuda);
+    kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CUDA, &batch_norm_backward_cuda) &&
+    kernels::add_kernel(kernels::batch_norm_train_forward, DeviceType::CUDA, &batch_norm_train_forward_cuda) &&
+    kernels::add_kernel(kernels::batch_norm_eval_forward, DeviceType::CUDA, &batch_norm_eval_forward_cuda);
 
 }  // namespace
 }  // namespace ember::cuda

@@ -25,6 +25,7 @@ using namespace ember;
 namespace {
 
 using ember::testutil::error_of;
+using ember::testutil::expect_error;
 
 // Same shape and dtype, the CUDA tensor on a CUDA device, and every element within
 // `tol * (1 + |expected|)` (exactly equal for tol = 0; NaNs must match NaNs).
@@ -87,6 +88,9 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::conv2d_forward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::max_pool2d_backward.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::batch_norm_backward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::batch_norm_train_forward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::batch_norm_eval_forward.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::class_targets.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::where.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::index_select.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::scatter_add.has(DeviceType::CUDA));
@@ -102,6 +106,7 @@ TEST(CudaContext, BadIndexMessagesNameTheOp) {
     return cuda::describe({1, static_cast<int32_t>(check), value, size});
   };
   EXPECT_EQ(message(IndexCheck::CrossEntropyTarget, 7, 5).rfind("[cross_entropy] target 7 is out of range for 5 classes (", 0), 0u);
+  EXPECT_EQ(message(IndexCheck::NllLossTarget, -3, 5).rfind("[nll_loss] target -3 is out of range for 5 classes (", 0), 0u);
   EXPECT_EQ(message(IndexCheck::IndexSelect, -2, 4).rfind("[index_select] index -2 is out of range for the indexed dim of size 4", 0), 0u);
   EXPECT_EQ(message(IndexCheck::Gather, 9, 3).rfind("[gather] index 9 is out of range", 0), 0u);
   EXPECT_EQ(message(IndexCheck::Embedding, 12, 10).rfind("[embedding] id 12 is out of range for a table of 10 embeddings", 0), 0u);
@@ -562,6 +567,46 @@ void expect_same_forward_backward(const TensorFn& fn,
     SCOPED_TRACE(testing::Message() << "gradient of input " << i);
     if (inputs[i].defined()) expect_matches(gpu[i].grad(), cpu[i].grad(), tol);
   }
+}
+
+TEST(Cuda, NllLossMatchesCpuAndChecksTargetsOnTheDevice) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Note [Index errors found on the device]: the call does not wait for the device to check its
+  // targets, so a bad one returns from the call and is raised at the next synchronisation, with
+  // the CPU's message; the device stays usable.
+  const Tensor logp = log_softmax(randn({4, 5}), 1), weight = rand({5}) + 0.5;
+  const Tensor target = from_vector({2, -100, 0, 4}, {4}, kInt64);  // one ignored
+  for (const Tensor& bad : {from_vector({1, 7, -100, 0}, {4}, kInt64), from_vector({1, -3, -100, 0}, {4}, kInt64)}) {
+    Tensor loss;
+    ASSERT_NO_THROW(loss = nll_loss(logp.to(kCUDA), bad.to(kCUDA), Reduction::Mean, -100, weight.to(kCUDA)));
+    const std::string message = error_of([&] { loss.item(); });
+    const int64_t value = bad.to_vector<int64_t>()[1];
+    EXPECT_NE(message.find("[nll_loss] target " + std::to_string(value) + " is out of range for 5 classes"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("raised at the next synchronisation"), std::string::npos) << message;
+    expect_error([&] { nll_loss(logp, bad); }, "[nll_loss] target " + std::to_string(value) + " is out of range");
+  }
+  // Every reduction, with and without class weights: the mean's divisor (the targets that count,
+  // or their summed weights) is computed on the device too.
+  for (const Reduction reduction : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "reduction " << static_cast<int>(reduction) << (weighted ? " weighted" : ""));
+      expect_same_forward_backward(
+          [&](const std::vector<Tensor>& v) {
+            return nll_loss(v[0], target.to(v[0].device()), reduction, -100, weighted ? v[1] : Tensor());
+          },
+          weighted ? std::vector<Tensor>{logp, weight} : std::vector<Tensor>{logp}, 1e-6);
+    }
+  }
+  // Spatial targets [N, d]; and a batch whose targets are all ignored has a NaN mean on both devices.
+  const Tensor spatial = from_vector({0, 3, -100, 1, 2, 4}, {2, 3}, kInt64);
+  expect_same_forward_backward(
+      [&](const std::vector<Tensor>& v) { return nll_loss(v[0], spatial.to(v[0].device())); },
+      {log_softmax(randn({2, 5, 3}), 1)}, 1e-6);
+  const Tensor ignored = full({4}, -100.0, kInt64);
+  EXPECT_TRUE(std::isnan(nll_loss(logp.to(kCUDA), ignored.to(kCUDA)).item()));
+  EXPECT_TRUE(std::isnan(nll_loss(logp, ignored).item()));
 }
 
 TEST(Cuda, ConvMatchesCpu) {

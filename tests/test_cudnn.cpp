@@ -140,9 +140,21 @@ TEST(CudnnShapes, TensorsPastIntStayOnEmbersKernels) {
 }
 
 TEST(CudnnShapes, BatchNormIsSpatialNchw) {
-  EXPECT_EQ(cuda::cudnn_batch_norm_shape(6, 4, 25), (std::array<int, 4>{6, 4, 25, 1}));
-  EXPECT_EQ(cuda::cudnn_batch_norm_shape(8, 3, 1), (std::array<int, 4>{8, 3, 1, 1}));  // BatchNorm1d
-  EXPECT_FALSE(cuda::cudnn_batch_norm_shape(1 << 16, 1 << 8, 1 << 8).has_value());   // 2^32 elements
+  using cuda::BatchNormPass;
+  const auto shape = [](int64_t n, int64_t c, int64_t s, BatchNormPass pass) {
+    return cuda::cudnn_batch_norm_shape(n, c, s, pass);
+  };
+  EXPECT_EQ(shape(6, 4, 25, BatchNormPass::Training), (std::array<int, 4>{6, 4, 25, 1}));
+  EXPECT_EQ(shape(8, 3, 1, BatchNormPass::Inference), (std::array<int, 4>{8, 3, 1, 1}));  // BatchNorm1d
+  EXPECT_FALSE(shape(1 << 12, 1 << 10, 1 << 10, BatchNormPass::Training).has_value());   // 2^32 elements
+  // The largest batches cuDNN serves, one sample more, and an empty x.
+  EXPECT_TRUE(shape(cuda::kCudnnBatchNormMaxTrainingBatch, 2, 1, BatchNormPass::Training).has_value());
+  EXPECT_FALSE(shape(cuda::kCudnnBatchNormMaxTrainingBatch + 1, 2, 1, BatchNormPass::Training).has_value());
+  EXPECT_TRUE(shape(cuda::kCudnnBatchNormMaxInferenceBatch, 2, 1, BatchNormPass::Inference).has_value());
+  EXPECT_FALSE(shape(cuda::kCudnnBatchNormMaxInferenceBatch + 1, 2, 1, BatchNormPass::Inference).has_value());
+  EXPECT_TRUE(shape(cuda::kCudnnBatchNormMaxInferenceBatch + 1, 2, 1, BatchNormPass::Training).has_value());
+  EXPECT_FALSE(shape(0, 3, 4, BatchNormPass::Inference).has_value());
+  EXPECT_FALSE(shape(2, 3, 0, BatchNormPass::Inference).has_value());
 }
 
 // --- need a GPU and cuDNN ---
@@ -190,74 +202,256 @@ TEST(CudnnMatchesReference, ConvForwardAndGradients) {
   }
 }
 
-TEST(CudnnMatchesReference, BatchNormTrainEvalBackward) {
+// --- batch norm (Notes [cuDNN's batch-norm forward] and [cuDNN's batch-norm backward]) ---
+
+namespace {
+
+// x [n, c, ...] seen as [n, c, s].
+struct BatchNormLayout {
+  int64_t n, c, s;
+};
+BatchNormLayout layout_of(const Shape& shape) {
+  int64_t s = 1;
+  for (size_t d = 2; d < shape.size(); ++d) s *= shape[d];
+  return {shape[0], shape[1], s};
+}
+
+// Each channel's mean and biased variance, in double on the CPU.
+struct Moments {
+  std::vector<double> mean, var;
+  double count;
+};
+Moments moments_of(const Tensor& x) {
+  const BatchNormLayout l = layout_of(x.shape());
+  const std::vector<double> v = x.to_vector<double>();
+  Moments m{std::vector<double>(static_cast<size_t>(l.c)), std::vector<double>(static_cast<size_t>(l.c)),
+            static_cast<double>(l.n * l.s)};
+  const auto at = [&](int64_t i, int64_t ch, int64_t j) { return v[static_cast<size_t>((i * l.c + ch) * l.s + j)]; };
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    double total = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < l.n; ++i)
+      for (int64_t j = 0; j < l.s; ++j) total += at(i, ch, j);
+    const double mu = total / m.count;
+    for (int64_t i = 0; i < l.n; ++i)
+      for (int64_t j = 0; j < l.s; ++j) sq += (at(i, ch, j) - mu) * (at(i, ch, j) - mu);
+    m.mean[static_cast<size_t>(ch)] = mu;
+    m.var[static_cast<size_t>(ch)] = sq / m.count;
+  }
+  return m;
+}
+
+// PyTorch's running update after a batch x (Note [BatchNorm running statistics]): the unbiased
+// variance goes into running_var.
+void expect_running_update(const Tensor& x, const Tensor& start_mean, const Tensor& start_var, double momentum,
+                           const Tensor& got_mean, const Tensor& got_var) {
+  const Moments m = moments_of(x);
+  std::vector<double> mean = start_mean.to_vector<double>(), var = start_var.to_vector<double>();
+  for (size_t ch = 0; ch < mean.size(); ++ch) {
+    mean[ch] = (1 - momentum) * mean[ch] + momentum * m.mean[ch];
+    var[ch] = (1 - momentum) * var[ch] + momentum * m.var[ch] * m.count / (m.count - 1);
+  }
+  const Shape c{static_cast<int64_t>(mean.size())};
+  expect_close(got_mean, from_vector(mean, c).to(kFloat32), 1e-5, "running mean, PyTorch's update");
+  expect_close(got_var, from_vector(var, c).to(kFloat32), 1e-5, "running var, PyTorch's update (unbiased)");
+}
+
+// The training forward slot on CUDA with the switch at `use_cudnn`: its output, the mean and invstd
+// it saves for the backward, and the running statistics it moved from `start_*` (undefined: none).
+struct TrainingForward {
+  Tensor out, mean, invstd, running_mean, running_var;
+};
+TrainingForward training_forward_on_gpu(bool use_cudnn, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                        double eps, const Tensor& start_mean, const Tensor& start_var,
+                                        double momentum) {
+  cuda::set_cudnn_enabled(use_cudnn);
+  const BatchNormLayout l = layout_of(x.shape());
+  const auto on_gpu = [](const Tensor& t) { return t.defined() ? t.to(kCUDA) : t; };
+  const kernels::BatchNormRunning running{on_gpu(start_mean), on_gpu(start_var), momentum};
+  const TensorOptions options = TensorOptions(kFloat32).with_device(kCUDA);
+  const Tensor out = empty(x.shape(), options), mean = empty({l.c}, options), invstd = empty({l.c}, options);
+  kernels::batch_norm_train_forward[kCUDA](x.to(kCUDA), l.n, l.c, l.s, on_gpu(weight), on_gpu(bias), eps, running,
+                                           out, mean, invstd);
+  const auto on_cpu = [](const Tensor& t) { return t.defined() ? t.to(kCPU) : t; };
+  return {out.to(kCPU), mean.to(kCPU), invstd.to(kCPU), on_cpu(running.mean), on_cpu(running.var)};
+}
+
+// Shapes with one sample, two values per channel (the fewest training allows), BatchNorm1d's 2-d
+// and 3-d inputs, and a channel long enough for ember's kernels to split it.
+const std::vector<Shape> kBatchNormShapes = {{6, 4, 5, 5}, {8, 3}, {2, 3}, {1, 3, 1, 2}, {3, 2, 7}, {9, 3, 37, 41}};
+
+}  // namespace
+
+TEST(CudnnMatchesReference, BatchNormTrainingForward) {
   SKIP_UNLESS_CUDNN();
   const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
-  const double momentum = 0.3, eps = 1e-3;
-  for (const Shape& shape : {Shape{6, 4, 5, 5}, Shape{8, 3}}) {
+  for (const Shape& shape : kBatchNormShapes) {
+    for (const bool affine : {true, false}) {
+      // eps 1e-12 is below what older cuDNN took (CUDNN_BN_MIN_EPSILON was 1e-5); cuDNN 9's minimum is 0.
+      for (const double eps : {1e-3, 1e-12}) {
+        SCOPED_TRACE(testing::Message() << shape_str(shape) << (affine ? " affine" : " no affine") << " eps " << eps);
+        const int64_t c = shape[1];
+        const Tensor x = randn(shape) * 3.0 + 1.0;
+        const Tensor weight = affine ? randn({c}) : Tensor(), bias = affine ? randn({c}) : Tensor();
+        const Tensor start_mean = randn({c}), start_var = rand({c}) + 0.5;
+        const double momentum = 0.3;
+        const TrainingForward reference =
+            training_forward_on_gpu(false, x, weight, bias, eps, start_mean, start_var, momentum);
+        const int64_t calls = cuda::cudnn_calls();
+        const TrainingForward dnn = training_forward_on_gpu(true, x, weight, bias, eps, start_mean, start_var, momentum);
+        EXPECT_EQ(cuda::cudnn_calls() - calls, 1) << "cuDNN served the forward";
+        expect_close(dnn.out, reference.out, 1e-5, "output");
+        expect_close(dnn.mean, reference.mean, 1e-5, "saved mean");
+        expect_close(dnn.invstd, reference.invstd, 1e-5, "saved invstd");
+        // What every backward slot takes: the batch mean and 1 / sqrt(biased var + eps), not an
+        // inverse variance.
+        const Moments m = moments_of(x);
+        std::vector<double> invstd(m.var.size());
+        for (size_t ch = 0; ch < invstd.size(); ++ch) invstd[ch] = 1.0 / std::sqrt(m.var[ch] + eps);
+        expect_close(dnn.mean, from_vector(m.mean, {c}).to(kFloat32), 1e-5, "saved mean, exact");
+        expect_close(dnn.invstd, from_vector(invstd, {c}).to(kFloat32), 1e-5, "saved invstd, exact");
+        expect_close(dnn.running_mean, reference.running_mean, 1e-5, "running mean, both paths");
+        expect_close(dnn.running_var, reference.running_var, 1e-5, "running var, both paths");
+        expect_running_update(x, start_mean, start_var, momentum, dnn.running_mean, dnn.running_var);
+        // A second run repeats every bit (a training run repeats bitwise on either path).
+        const TrainingForward again = training_forward_on_gpu(true, x, weight, bias, eps, start_mean, start_var, momentum);
+        expect_close(again.out, dnn.out, 0.0, "output, second run");
+        expect_close(again.invstd, dnn.invstd, 0.0, "invstd, second run");
+        expect_close(again.running_var, dnn.running_var, 0.0, "running var, second run");
+        // Without running statistics (momentum is then unused) the rest is the same.
+        const TrainingForward plain = training_forward_on_gpu(true, x, weight, bias, eps, Tensor(), Tensor(), 0.0);
+        expect_close(plain.out, reference.out, 1e-5, "output without running statistics");
+        expect_close(plain.invstd, reference.invstd, 1e-5, "invstd without running statistics");
+      }
+    }
+  }
+}
+
+TEST(CudnnMatchesReference, BatchNormTrainingSteps) {
+  SKIP_UNLESS_CUDNN();
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
+  const double eps = 1e-5;
+  for (const Shape& shape : kBatchNormShapes) {
+    for (const double momentum : {0.1, 1.0}) {
+      SCOPED_TRACE(testing::Message() << shape_str(shape) << " momentum " << momentum);
+      const int64_t c = shape[1];
+      const std::vector<Tensor> params = {randn({c}), randn({c})};
+      const Tensor start_mean = randn({c}), start_var = rand({c}) + 0.5;
+      Tensor mean[2] = {start_mean.to(kCUDA), start_mean.to(kCUDA)}, var[2] = {start_var.to(kCUDA), start_var.to(kCUDA)};
+      for (int step = 0; step < 3; ++step) {
+        SCOPED_TRACE(testing::Message() << "step " << step);
+        const std::vector<Tensor> inputs = {randn(shape) * (step + 1.0) + step, params[0], params[1]};
+        const Tensor r = randn(shape), before_mean = mean[1].to(kCPU), before_var = var[1].to(kCPU);
+        std::vector<Tensor> results[2];
+        for (const int path : {0, 1}) {  // ember's kernels, then cuDNN
+          const int64_t calls = cuda::cudnn_calls();
+          const Function fn = [&](const std::vector<Tensor>& v) {
+            return batch_norm(v[0], mean[path], var[path], v[1], v[2], true, momentum, eps);
+          };
+          results[path] = run_on_gpu(path == 1, fn, inputs, r);
+          EXPECT_EQ(cuda::cudnn_calls() - calls, path == 1 ? 2 : 0) << "the forward and the backward";
+        }
+        const char* names[] = {"output", "grad x", "grad weight", "grad bias"};
+        for (size_t i = 0; i < results[0].size(); ++i) expect_close(results[1][i], results[0][i], 1e-5, names[i]);
+        expect_close(mean[1].to(kCPU), mean[0].to(kCPU), 1e-5, "running mean, both paths");
+        expect_close(var[1].to(kCPU), var[0].to(kCPU), 1e-5, "running var, both paths");
+        expect_running_update(inputs[0], before_mean, before_var, momentum, mean[1].to(kCPU), var[1].to(kCPU));
+      }
+    }
+  }
+}
+
+TEST(CudnnMatchesReference, BatchNormEvalForwardAndGradients) {
+  SKIP_UNLESS_CUDNN();
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
+  const double eps = 1e-3;
+  // Evaluation takes one value per channel too ([1, c, 1, 1], [1, c]).
+  std::vector<Shape> shapes = kBatchNormShapes;
+  shapes.push_back({1, 5, 1, 1});
+  shapes.push_back({1, 5});
+  for (const Shape& shape : shapes) {
     for (const bool affine : {true, false}) {
       SCOPED_TRACE(testing::Message() << shape_str(shape) << (affine ? " affine" : " no affine"));
       const int64_t c = shape[1];
       const Tensor x = randn(shape) * 3.0 + 1.0;
       const std::vector<Tensor> inputs =
           affine ? std::vector<Tensor>{x, randn({c}), randn({c})} : std::vector<Tensor>{x};
-      const Tensor r = randn(shape);
-      // Running statistics per path, starting from the same values.
-      const Tensor start_mean = randn({c}), start_var = rand({c}) + 0.5;
-      auto run_path = [&](bool use_cudnn, Tensor& running_mean, Tensor& running_var) {
-        running_mean = start_mean.to(kCUDA);
-        running_var = start_var.to(kCUDA);
-        const Function fn = [&](const std::vector<Tensor>& v) {
-          return batch_norm(v[0], running_mean, running_var, affine ? v[1] : Tensor(), affine ? v[2] : Tensor(),
-                            true, momentum, eps);
-        };
-        return run_on_gpu(use_cudnn, fn, inputs, r);
+      const Tensor running_mean = randn({c}), running_var = rand({c}) + 0.5, r = randn(shape);
+      const Function fn = [&](const std::vector<Tensor>& v) {
+        return batch_norm(v[0], running_mean.to(kCUDA), running_var.to(kCUDA), affine ? v[1] : Tensor(),
+                          affine ? v[2] : Tensor(), false, 0.1, eps);
       };
-      Tensor ref_mean, ref_var, dnn_mean, dnn_var;
-      const std::vector<Tensor> reference = run_path(false, ref_mean, ref_var);
+      const std::vector<Tensor> reference = run_on_gpu(false, fn, inputs, r);
       const int64_t calls = cuda::cudnn_calls();
-      const std::vector<Tensor> with_cudnn = run_path(true, dnn_mean, dnn_var);
-      EXPECT_EQ(cuda::cudnn_calls() - calls, 1) << "the backward";
-      expect_close(with_cudnn[0], reference[0], 0.0, "training output (ember's forward on both paths)");
+      const std::vector<Tensor> with_cudnn = run_on_gpu(true, fn, inputs, r);
+      EXPECT_EQ(cuda::cudnn_calls() - calls, 1) << "the forward (the backward is ordinary ops)";
       const char* names[] = {"output", "grad x", "grad weight", "grad bias"};
-      for (size_t i = 1; i < reference.size(); ++i) expect_close(with_cudnn[i], reference[i], 1e-5, names[i]);
-
-      // The running statistics: PyTorch's update with the unbiased batch variance, on both paths.
-      const int64_t per_channel = x.numel() / c;
-      const Tensor xs = x.reshape({shape[0], c, per_channel / shape[0]});
-      const std::vector<double> values = xs.to_vector<double>();
-      std::vector<double> want_mean(static_cast<size_t>(c)), want_var(static_cast<size_t>(c));
-      const std::vector<double> m0 = start_mean.to_vector<double>(), v0 = start_var.to_vector<double>();
-      for (int64_t ch = 0; ch < c; ++ch) {
-        double total = 0.0, sq = 0.0;
-        const int64_t s = per_channel / shape[0];
-        for (int64_t n = 0; n < shape[0]; ++n)
-          for (int64_t j = 0; j < s; ++j) total += values[static_cast<size_t>((n * c + ch) * s + j)];
-        const double mu = total / static_cast<double>(per_channel);
-        for (int64_t n = 0; n < shape[0]; ++n)
-          for (int64_t j = 0; j < s; ++j) {
-            const double d = values[static_cast<size_t>((n * c + ch) * s + j)] - mu;
-            sq += d * d;
-          }
-        want_mean[static_cast<size_t>(ch)] = (1 - momentum) * m0[static_cast<size_t>(ch)] + momentum * mu;
-        want_var[static_cast<size_t>(ch)] =
-            (1 - momentum) * v0[static_cast<size_t>(ch)] + momentum * sq / static_cast<double>(per_channel - 1);
-      }
-      const Tensor expected_mean = from_vector(want_mean, {c}).to(kFloat32);
-      const Tensor expected_var = from_vector(want_var, {c}).to(kFloat32);
-      expect_close(dnn_mean.to(kCPU), ref_mean.to(kCPU), 0.0, "running mean, both paths");
-      expect_close(dnn_var.to(kCPU), ref_var.to(kCPU), 0.0, "running var, both paths");
-      expect_close(dnn_mean.to(kCPU), expected_mean, 1e-5, "running mean");
-      expect_close(dnn_var.to(kCPU), expected_var, 1e-5, "running var (unbiased)");
-
-      // Evaluation mode normalises with those running statistics.
-      cuda::set_cudnn_enabled(true);
-      const Tensor weight = affine ? inputs[1].to(kCUDA) : Tensor(), bias = affine ? inputs[2].to(kCUDA) : Tensor();
-      const Tensor eval = batch_norm(x.to(kCUDA), dnn_mean, dnn_var, weight, bias, false, momentum, eps).to(kCPU);
-      const Tensor scale = rsqrt(expected_var + eps).reshape(shape.size() == 4 ? Shape{1, c, 1, 1} : Shape{1, c});
-      Tensor want = (x - expected_mean.reshape(scale.shape())) * scale;
-      if (affine) want = want * inputs[1].reshape(scale.shape()) + inputs[2].reshape(scale.shape());
-      expect_close(eval, want, 1e-5, "evaluation output");
+      for (size_t i = 0; i < reference.size(); ++i) expect_close(with_cudnn[i], reference[i], 1e-5, names[i]);
+      Shape channel_shape(shape.size(), 1);  // [1, c, 1, ...]: broadcasts over x
+      channel_shape[1] = c;
+      const auto channels = [&](const Tensor& v) { return v.reshape(channel_shape); };
+      Tensor want = (x - channels(running_mean)) * channels(rsqrt(running_var + eps));
+      if (affine) want = want * channels(inputs[1]) + channels(inputs[2]);
+      expect_close(with_cudnn[0], want, 1e-5, "output, the formula");
     }
+  }
+}
+
+TEST(CudnnMatchesReference, BatchNormOneValuePerChannelRaisesOnBothPaths) {
+  SKIP_UNLESS_CUDNN();
+  const cuda::CudnnSwitchGuard restore(true);  // the test sets the switch as it goes
+  for (const bool use_cudnn : {false, true}) {
+    cuda::set_cudnn_enabled(use_cudnn);
+    for (const Shape& shape : {Shape{1, 3, 1, 1}, Shape{1, 3}}) {
+      SCOPED_TRACE(testing::Message() << shape_str(shape) << (use_cudnn ? " cuDNN" : " ember's kernels"));
+      const Tensor x = randn(shape).to(kCUDA), mean = zeros({3}).to(kCUDA), var = ones({3}).to(kCUDA);
+      const int64_t calls = cuda::cudnn_calls();
+      const std::string message = error_of([&] { batch_norm(x, mean, var, Tensor(), Tensor(), true); });
+      EXPECT_NE(message.find("[batch_norm] expected more than 1 value per channel when training, got input of shape " +
+                             shape_str(shape)),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(cuda::cudnn_calls(), calls) << "raised before any kernel";
+      expect_close(mean.to(kCPU), zeros({3}), 0.0, "running mean untouched");
+      expect_close(var.to(kCPU), ones({3}), 0.0, "running var untouched");
+    }
+  }
+}
+
+TEST(CudnnMatchesReference, BatchNormDeclinesToEmbersKernels) {
+  SKIP_UNLESS_CUDNN();
+  const cuda::CudnnSwitchGuard restore(true);
+  struct Case {
+    const char* what;
+    Shape shape;
+    DType dtype;
+    bool training, strided_running;
+  };
+  const std::vector<Case> cases = {
+      {"float64", {6, 4, 5, 5}, kFloat64, true, false},
+      {"float64 evaluation", {6, 4, 5, 5}, kFloat64, false, false},
+      {"a batch past cuDNN's training limit", {cuda::kCudnnBatchNormMaxTrainingBatch + 1, 2}, kFloat32, true, false},
+      {"a batch past cuDNN's inference limit", {cuda::kCudnnBatchNormMaxInferenceBatch + 1, 2}, kFloat32, false, false},
+      {"running statistics with gaps", {6, 4, 5, 5}, kFloat32, true, true},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    const int64_t c = k.shape[1];
+    const Tensor x = (randn(k.shape) * 2.0 + 0.5).to(k.dtype), weight = randn({c}).to(k.dtype);
+    // A running statistic with gaps: every other element of a [2c] vector.
+    const auto running = [&](const Tensor& v) {
+      if (!k.strided_running) return v.to(k.dtype).to(kCUDA);
+      return stack({v, zeros({c})}, 1).to(k.dtype).to(kCUDA).select(1, 0);
+    };
+    const Tensor start_mean = randn({c}), start_var = rand({c}) + 0.5;
+    const Tensor mean = running(start_mean), var = running(start_var);
+    const int64_t calls = cuda::cudnn_calls();
+    const Tensor got = batch_norm(x.to(kCUDA), mean, var, weight.to(kCUDA), Tensor(), k.training, 0.2, 1e-4).to(kCPU);
+    EXPECT_EQ(cuda::cudnn_calls(), calls) << "ember's kernels ran";
+    const Tensor cpu_mean = start_mean.to(k.dtype), cpu_var = start_var.to(k.dtype);
+    const Tensor want = batch_norm(x, cpu_mean, cpu_var, weight, Tensor(), k.training, 0.2, 1e-4);
+    const double tol = k.dtype == kFloat32 ? 1e-5 : 1e-10;
+    expect_close(got, want, tol, "output, as on the CPU");
+    expect_close(mean.to(kCPU), cpu_mean, tol, "running mean, as on the CPU");
+    expect_close(var.to(kCPU), cpu_var, tol, "running var, as on the CPU");
   }
 }

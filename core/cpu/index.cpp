@@ -1,7 +1,7 @@
-// CPU kernels for index_select/gather and their adjoints index_add/scatter_add. Operands are
-// contiguous, seen as [outer, k, inner] around the indexed dim; indices were range-checked by
-// the op. The adjoints run serially over `outer` slices because two indices may name the same
-// destination row.
+// CPU kernels for index_select/gather, their adjoints index_add/scatter_add, and nll_loss's
+// class_targets. Operands are contiguous, seen as [outer, k, inner] around the indexed dim;
+// indices were range-checked by the op. The adjoints run serially over `outer` slices because
+// two indices may name the same destination row.
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -70,10 +70,18 @@ void scatter_add_cpu(const Tensor& src, const Tensor& index, int64_t outer, int6
   });
 }
 
+// nll_loss's targets made safe to gather with: an ignored one becomes class 0 (the op checked the others).
+void class_targets_cpu(const Tensor& target, int64_t /*classes*/, int64_t ignore_index, const Tensor& safe) {
+  const int64_t* t = target.data<int64_t>();
+  int64_t* out = safe.data<int64_t>();
+  for (int64_t i = 0; i < target.numel(); ++i) out[i] = t[i] == ignore_index ? 0 : t[i];
+}
+
 const bool registered = kernels::add_kernel(kernels::index_select, DeviceType::CPU, &index_select_cpu) &&
                         kernels::add_kernel(kernels::index_add, DeviceType::CPU, &index_add_cpu) &&
                         kernels::add_kernel(kernels::gather, DeviceType::CPU, &gather_cpu) &&
-                        kernels::add_kernel(kernels::scatter_add, DeviceType::CPU, &scatter_add_cpu);
+                        kernels::add_kernel(kernels::scatter_add, DeviceType::CPU, &scatter_add_cpu) &&
+                        kernels::add_kernel(kernels::class_targets, DeviceType::CPU, &class_targets_cpu);
 
 }  // namespace
 }  // namespace ember::cpu

@@ -103,7 +103,12 @@ void batch_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n,
 
 const bool registered = kernels::add_kernel(kernels::batch_norm_stats, DeviceType::CPU, &batch_norm_stats_cpu) &&
                         kernels::add_kernel(kernels::batch_norm_apply, DeviceType::CPU, &batch_norm_apply_cpu) &&
-                        kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CPU, &batch_norm_backward_cpu);
+                        kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CPU, &batch_norm_backward_cpu) &&
+                        // the forwards, composed of the two kernels above (Note [Batch-norm forward slots])
+                        kernels::add_kernel(kernels::batch_norm_train_forward, DeviceType::CPU,
+                                            &kernels::batch_norm_train_forward_by_parts) &&
+                        kernels::add_kernel(kernels::batch_norm_eval_forward, DeviceType::CPU,
+                                            &kernels::batch_norm_eval_forward_by_parts);
 
 }  // namespace
 }  // namespace ember::cpu

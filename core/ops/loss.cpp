@@ -84,11 +84,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 // Note [nll_loss from gather]
 // nll_loss is composed of differentiable ops, so it runs and differentiates on every device:
 // the log-probability of each target class is picked with gather along dim 1. An ignored target
-// (ignore_index, often -100) is no class, so it is first replaced by class 0 to keep gather in
-// range, and its loss is then overwritten with 0 by masked_fill; masked_fill sends no gradient
-// to the elements it overwrote, so the stand-in class gets none either. With class weights the
-// mean divides by the summed weights of the counted targets, not by their number (PyTorch's
-// weighted mean), so a batch of one heavy class and one light class is not averaged as equals.
+// (ignore_index, often -100) is no class, so the class_targets kernel first replaces it by class
+// 0 to keep gather in range, and its loss is then overwritten with 0 by masked_fill; masked_fill
+// sends no gradient to the elements it overwrote, so the stand-in class gets none either. The CPU
+// checks the other targets before; on CUDA the kernel checks them where it reads them, and the
+// mean counts the targets on the device, as cross_entropy does, so nothing waits for the device
+// (Note [Index errors found on the device] in cuda/bad_index.h). With class weights the mean
+// divides by the summed weights of the counted targets, not by their number (PyTorch's weighted
+// mean), so a batch of one heavy class and one light class is not averaged as equals.
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                 const Tensor& weight) {
   ops::check_defined(input, "nll_loss");
@@ -111,20 +114,26 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
                 weight.dtype());
     ops::check_same_device(input, weight, "nll_loss");
   }
+  const Tensor targets = target.contiguous();
   double counted = 0;
-  for (int64_t t : target.to_vector<int64_t>()) {
-    if (t == ignore_index) continue;
-    EMBER_CHECK(t >= 0 && t < classes, "[nll_loss] target ", t, " is out of range for ", classes, " classes");
-    ++counted;
+  if (targets.device().is_cpu()) {
+    for (int64_t t : targets.to_vector<int64_t>()) {
+      if (t == ignore_index) continue;
+      EMBER_CHECK(t >= 0 && t < classes, "[nll_loss] target ", t, " is out of range for ", classes, " classes");
+      ++counted;
+    }
   }
+  const Tensor safe = ops::empty_on(targets.shape(), kInt64, targets.device());
+  kernels::class_targets[targets.device()](targets, classes, ignore_index, safe);
   const Tensor ignored = target == static_cast<double>(ignore_index);
-  const Tensor safe = masked_fill(target, ignored, 0.0);
   const Tensor picked = gather(input, 1, safe.unsqueeze(1)).squeeze(1);
   Tensor class_weight;
   if (weight.defined()) class_weight = index_select(weight, 0, safe.flatten()).reshape(safe.shape());
   const Tensor losses = masked_fill(class_weight.defined() ? -(picked * class_weight) : -picked, ignored, 0.0);
-  if (reduction != Reduction::Mean || !weight.defined()) return ops::reduce_loss(losses, reduction, counted);
-  return sum(losses) / sum(masked_fill(class_weight, ignored, 0.0));
+  if (reduction != Reduction::Mean || (!weight.defined() && targets.device().is_cpu()))
+    return ops::reduce_loss(losses, reduction, counted);
+  if (weight.defined()) return sum(losses) / sum(masked_fill(class_weight, ignored, 0.0));
+  return sum(losses) / sum((target != static_cast<double>(ignore_index)).to(input.dtype()));  // counted on the device
 }
 
 }  // namespace ember

@@ -1,13 +1,42 @@
-// Batch normalisation: the training-mode op has a fused backward kernel (Note [Batch-norm
-// backward]); evaluation mode is an affine map per channel, left to ordinary ops.
+// Batch normalisation: a training-mode op with a fused backward kernel (Note [Batch-norm
+// backward]) and an evaluation-mode op, each with a one-slot forward (Note [Batch-norm forward
+// slots]).
+//
+// Note [Batch-norm forward slots]
+// Each mode's forward is one kernel-table slot, so that a backend with a fused implementation can
+// take all of it: batch_norm_train_forward computes the batch statistics, the normalised output
+// and the running-statistics update in one call, batch_norm_eval_forward the output from the
+// running statistics. The functions *_by_parts below compose them of the finer slots
+// (batch_norm_stats, batch_norm_apply) and ops, for any device: they are the CPU's slots, and the
+// CUDA slots run them when cuDNN declines the call (Note [cuDNN's batch-norm forward] in
+// cuda/cudnn_batch_norm.cpp). Both paths hand the backward the same mean and invstd.
 #include <cmath>
 
 #include "core/autograd/function.h"
-#include "core/autograd/grad_mode.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
+
+void kernels::batch_norm_train_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                                const Tensor& bias, double eps, const BatchNormRunning& running,
+                                                const Tensor& out, const Tensor& mean, const Tensor& invstd) {
+  const Tensor var = ops::empty_on({c}, x.dtype(), x.device());
+  batch_norm_stats[x.device()](x, n, c, s, mean, var);
+  invstd.copy_(rsqrt(var + eps));
+  batch_norm_apply[x.device()](x, n, c, s, mean, invstd, weight, bias, out);
+  if (!running.mean.defined()) return;
+  const double count = static_cast<double>(n * s);
+  running.mean.mul_(1.0 - running.momentum).add_(mean, running.momentum);
+  running.var.mul_(1.0 - running.momentum).add_(var, running.momentum * count / (count - 1.0));  // unbiased
+}
+
+void kernels::batch_norm_eval_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s,
+                                               const Tensor& running_mean, const Tensor& running_var,
+                                               const Tensor& weight, const Tensor& bias, double eps,
+                                               const Tensor& out) {
+  batch_norm_apply[x.device()](x, n, c, s, running_mean, rsqrt(running_var + eps), weight, bias, out);
+}
 
 using autograd::Ctx;
 using autograd::Function;
@@ -28,15 +57,26 @@ Tensor per_channel(const Tensor& v, const Tensor& x) {
   return v.reshape(shape);
 }
 
-// x is contiguous; mean and invstd are the batch statistics (no gradient flows into them: the
-// fused backward accounts for their dependence on x).
+// Every dim of x but the channels': what a per-channel gradient sums over.
+Shape all_but_channels(const Tensor& x) {
+  Shape dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+// The kernels read [c] vectors and x as flat arrays.
+Tensor contiguous_if_defined(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+
+// x is contiguous; the forward computes the batch statistics (no gradient flows into them: the
+// fused backward accounts for their dependence on x) and updates `running`.
 struct BatchNormTrain : Function<BatchNormTrain> {
   static constexpr const char* name = "batch_norm";
-  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& mean,
-                        const Tensor& invstd) {
+  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                        const kernels::BatchNormRunning& running) {
     const Layout l = layout_of(x);
     Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
-    kernels::batch_norm_apply[x.device()](x, l.n, l.c, l.s, mean, invstd, weight, bias, out);
+    Tensor mean = ops::empty_on({l.c}, x.dtype(), x.device()), invstd = ops::empty_on({l.c}, x.dtype(), x.device());
+    kernels::batch_norm_train_forward[x.device()](x, l.n, l.c, l.s, weight, bias, eps, running, out, mean, invstd);
     c.save(x);
     c.save(weight);
     c.save(mean);
@@ -51,7 +91,40 @@ struct BatchNormTrain : Function<BatchNormTrain> {
     Tensor gb = c.needs_input_grad(2) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
     kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.saved(2), c.saved(3), weight, gx,
                                              gw, gb);
-    return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb, Tensor(), Tensor()};
+    return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb};
+  }
+};
+
+// x is contiguous. out = x * scale + shift per channel, scale = weight / sqrt(running_var + eps),
+// so x's gradient is g * scale, bias's sum(g) and weight's sum(g * xhat), xhat = (x -
+// running_mean) / sqrt(running_var + eps). The running statistics are buffers and get none, as
+// in PyTorch.
+struct BatchNormEval : Function<BatchNormEval> {
+  static constexpr const char* name = "batch_norm";
+  struct State {
+    double eps;
+  };
+  static Tensor forward(Ctx& c, State& st, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, double eps) {
+    const Layout l = layout_of(x);
+    Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
+    kernels::batch_norm_eval_forward[x.device()](x, l.n, l.c, l.s, running_mean, running_var, weight, bias, eps, out);
+    c.save(x);
+    c.save(running_mean);
+    c.save(running_var);
+    c.save(weight);
+    st.eps = eps;
+    return out;
+  }
+  static Grads backward(Ctx& c, const State& st, const Tensor& g) {
+    const Tensor x = c.saved(0), weight = c.saved(3);
+    const Tensor invstd = rsqrt(c.saved(2) + st.eps);
+    Tensor gx, gw, gb;
+    if (c.needs_input_grad(0)) gx = g * per_channel(weight.defined() ? invstd * weight : invstd, x);
+    if (c.needs_input_grad(3))
+      gw = sum(g * ((x - per_channel(c.saved(1), x)) * per_channel(invstd, x)), all_but_channels(x));
+    if (c.needs_input_grad(4)) gb = sum(g, all_but_channels(x));
+    return {gx, Tensor(), Tensor(), gw, gb};
   }
 };
 
@@ -85,28 +158,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   EMBER_CHECK(running_mean.defined() == running_var.defined(), "[batch_norm] running_mean and running_var must be "
               "given together");
 
-  if (!training && running_mean.defined()) {
-    Tensor scale = rsqrt(running_var + eps);
-    if (weight.defined()) scale = scale * weight;
-    Tensor shift = -running_mean * scale;
-    if (bias.defined()) shift = shift + bias;
-    return x * per_channel(scale, x) + per_channel(shift, x);
-  }
+  const Tensor xc = x.contiguous(), w = contiguous_if_defined(weight), b = contiguous_if_defined(bias);
+  if (!training && running_mean.defined())
+    return BatchNormEval::apply(xc, running_mean.contiguous(), running_var.contiguous(), w, b, eps);
 
   const Layout l = layout_of(x);
   EMBER_CHECK(l.n * l.s > 1, "[batch_norm] expected more than 1 value per channel when training, got input of shape ",
               shape_str(x.shape()));
-  Tensor xc = x.contiguous();
-  Tensor mean = ops::empty_on({channels}, x.dtype(), x.device()), var = ops::empty_on({channels}, x.dtype(), x.device());
-  kernels::batch_norm_stats[x.device()](xc, l.n, l.c, l.s, mean, var);
-  Tensor out = BatchNormTrain::apply(xc, weight, bias, mean, rsqrt(var + eps));
-  if (training && update_running_stats && running_mean.defined()) {
-    NoGradGuard no_grad;
-    const double m = static_cast<double>(l.n * l.s);
-    running_mean.mul_(1.0 - momentum).add_(mean, momentum);
-    running_var.mul_(1.0 - momentum).add_(var, momentum * m / (m - 1.0));  // unbiased estimate
-  }
-  return out;
+  kernels::BatchNormRunning running;
+  if (training && update_running_stats && running_mean.defined()) running = {running_mean, running_var, momentum};
+  return BatchNormTrain::apply(xc, w, b, eps, running);
 }
 
 }  // namespace ember
