@@ -37,21 +37,44 @@ EMBER_HOST_DEVICE uint32_t mulhi(uint32_t a, uint32_t b) {
   return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
 }
 
+// One of the ten rounds on a block's four words under round key (k0, k1).
+EMBER_HOST_DEVICE void round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
+  const uint32_t hi0 = mulhi(kM0, c0), lo0 = kM0 * c0;
+  const uint32_t hi1 = mulhi(kM1, c2), lo1 = kM1 * c2;
+  c0 = hi1 ^ c1 ^ k0;
+  c1 = lo1;
+  c2 = hi0 ^ c3 ^ k1;
+  c3 = lo0;
+}
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (Weyl) increments
+
 // The four 32-bit words at counter position `counter` of the stream keyed by `seed`.
 EMBER_HOST_DEVICE Block generate(uint64_t seed, uint64_t counter) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (Weyl) increments
   uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint32_t hi0 = mulhi(kM0, c0), lo0 = kM0 * c0;
-    uint32_t hi1 = mulhi(kM1, c2), lo1 = kM1 * c2;
-    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    k0 += kW0;
-    k1 += kW1;
-  }
+  for (int r = 0; r < 10; ++r, k0 += kW0, k1 += kW1) round(c0, c1, c2, c3, k0, k1);
   return Block{{c0, c1, c2, c3}};
+}
+
+// Note [Philox blocks side by side]
+// A CPU loop that fills a tensor needs many consecutive blocks. generate_group computes N of them
+// (counters counter .. counter + N - 1) with each round applied to all N before the next: the
+// arithmetic of generate(), so the same words (word w of block l in words[w][l]), in loops over
+// N independent lanes that a compiler turns into vector instructions (N = 8: one AVX2 register
+// per word).
+template <int N>
+EMBER_HOST_DEVICE void generate_group(uint64_t seed, uint64_t counter, uint32_t (&words)[4][N]) {
+  uint32_t(&c0)[N] = words[0], (&c1)[N] = words[1], (&c2)[N] = words[2], (&c3)[N] = words[3];
+  for (int l = 0; l < N; ++l) {
+    const uint64_t at = counter + static_cast<uint64_t>(l);
+    c0[l] = static_cast<uint32_t>(at);
+    c1[l] = static_cast<uint32_t>(at >> 32);
+    c2[l] = c3[l] = 0;
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r, k0 += kW0, k1 += kW1)
+    for (int l = 0; l < N; ++l) round(c0[l], c1[l], c2[l], c3[l], k0, k1);
 }
 
 // 24 random bits -> a float in [0, 1) with every value exactly representable.

@@ -156,3 +156,18 @@ TEST(Memory, MatmulOfHeadSplitViewsCopiesNothing) {
   const Tensor mixed = matmul(scores, parts[2]);  // a contiguous operand with a two-level one
   EXPECT_EQ(values(mixed), values(matmul(scores, parts[2].contiguous())));
 }
+
+// Note [A weight's gradient in its layout]: the gradient of weight.t() is made transposed, so the
+// weight takes it over as .grad: the backward allocates the one [out, in] gradient, no copy.
+TEST(Memory, LinearWeightGradientIsNotCopied) {
+  manual_seed(4);
+  const Tensor x = randn({5, 3}), seed = randn({5, 2});
+  Tensor w = randn({2, 3}).requires_grad_();
+  const Tensor y = matmul(x, w.t());
+  const int64_t before = live();
+  memory::reset_peak();
+  y.backward(seed);
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + 2 * 3 * 4);
+  EXPECT_TRUE(w.grad().is_contiguous());
+  EXPECT_EQ(values(w.grad()), values(matmul(seed.t(), x)));
+}

@@ -19,6 +19,25 @@ TEST(Random, PhiloxKnownAnswer) {
   EXPECT_EQ(b.v[3], 0x9b00dbd8u);
 }
 
+// The CPU kernel computes blocks eight at a time (Note [Philox blocks side by side]); every
+// element must still be the scalar definition's, past group boundaries and 2^32 counters too.
+TEST(Random, DrawsAreTheScalarDefinitionElementByElement) {
+  for (const uint64_t offset : {uint64_t{0}, (uint64_t{1} << 32) - 3}) {
+    Generator& g = default_generator(kCPU);
+    g.set_state({0x123456789abcdefULL, offset});
+    const std::vector<double> u = rand({77}, kFloat64).to_vector<double>();
+    const std::vector<float> z = randn({77}).to_vector<float>();
+    for (uint64_t i = 0; i < 77; ++i) {
+      EXPECT_EQ(u[i], philox::uniform(0x123456789abcdefULL, offset, i)) << i;
+      EXPECT_EQ(z[i], static_cast<float>(philox::normal(0x123456789abcdefULL, offset + 20, i))) << i;  // 77 -> 20 counters
+    }
+  }
+  uint32_t words[4][8];
+  philox::generate_group<8>(5, (uint64_t{1} << 32) - 4, words);
+  for (int l = 0; l < 8; ++l)
+    for (int w = 0; w < 4; ++w) EXPECT_EQ(words[w][l], philox::generate(5, (uint64_t{1} << 32) - 4 + l).v[w]);
+}
+
 TEST(Random, ManualSeedReproduces) {
   manual_seed(7);
   std::vector<float> a = rand({1000}).to_vector<float>();

@@ -69,14 +69,24 @@ struct Matmul : Function<Matmul> {
     Tensor ga, gb;
     if (c.needs_input_grad(0)) ga = sum_to(matmul(g, b.transpose(-1, -2)), a.shape());
     if (c.needs_input_grad(1)) {
-      if (b.dim() == 2 && a.dim() > 2) {  // shared weight: one gemm over the flattened batch
-        gb = matmul(a.reshape({-1, a.size(-1)}).t(), g.reshape({-1, g.size(-1)}));
+      if (b.dim() == 2) {  // a shared weight: one gemm over the flattened batch
+        const Tensor rows = a.reshape({-1, a.size(-1)}), grads = g.reshape({-1, g.size(-1)});
+        gb = is_transposed(b) ? matmul(grads.t(), rows).t() : matmul(rows.t(), grads);
       } else {
         gb = sum_to(matmul(a.transpose(-1, -2), g), b.shape());
       }
     }
     return {ga, gb};
   }
+
+  // Note [A weight's gradient in its layout]
+  // A Linear multiplies by weight.t(), a transposed view. Computed as rows^T @ grads, its
+  // gradient would be row-major [in, out], and the transpose's backward would hand the weight a
+  // column-major [out, in] gradient, which the weight's .grad cannot take over as it is (Note
+  // [Taking over the incoming gradient]): a copy per weight and step. Computed as
+  // (grads^T @ rows)^T — the same sums, in the layout of the operand — it reaches the weight
+  // contiguous.
+  static bool is_transposed(const Tensor& m) { return m.stride(0) == 1 && m.stride(1) != 1; }
 };
 
 }  // namespace
