@@ -109,9 +109,30 @@ void argmax_cpu(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const 
   });
 }
 
-// Per row, over its visible columns v = scale * x: m = max, e = exp(v - m) (in [0, 1], so no
-// overflow), then e / sum(e), or for log_softmax (v - m) - log(sum(e)). exp runs once per element,
-// in T, vectorised; the output row holds e meanwhile. Masked columns get 0 (log: -inf).
+// Note [Row loops take values]
+// The per-row loops below are functions that take the row's pointers and numbers as values.
+// Written inline in the lambdas that call them, they would read `in`, `o` and `n` through the
+// lambda's captures; after the reductions' stores GCC can no longer prove those unchanged, and
+// the elementwise loops (exp included) stayed scalar: softmax ran 3.5x slower than PyTorch's.
+
+// One row over its n visible columns v = scale * x: m = max, e = exp(v - m) (in [0, 1], so no
+// overflow), then e / sum(e), or for log_softmax (v - m) - log(sum(e)). exp runs once per
+// element, in T, vectorised; the output row holds e meanwhile. The masked rest gets 0 (log: -inf).
+template <class T>
+void softmax_row(const T* in, T* o, int64_t n, int64_t cols, T scale, bool log) {
+  const T m = reduce_row<MaxOp<T>>(n, [in, scale](int64_t c) { return in[c] * scale; });
+  for (int64_t c = 0; c < n; ++c) o[c] = vmath::exp(in[c] * scale - m);
+  const double sum = reduce_row<SumOp<T>>(n, load_from(o));
+  if (log) {  // (v - max) is exact; adding max back into the log term would round it away
+    const T log_sum = static_cast<T>(std::log(sum));
+    for (int64_t c = 0; c < n; ++c) o[c] = (in[c] * scale - m) - log_sum;
+  } else {
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t c = 0; c < n; ++c) o[c] *= inv;
+  }
+  std::fill(o + n, o + cols, log ? -std::numeric_limits<T>::infinity() : T(0));
+}
+
 void softmax_cpu(const Tensor& x, const Tensor& out, const kernels::SoftmaxSpec& spec) {
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
@@ -119,46 +140,35 @@ void softmax_cpu(const Tensor& x, const Tensor& out, const kernels::SoftmaxSpec&
     T* po = out.data<T>();
     const T scale = static_cast<T>(spec.scale);
     parallel_for(rows, rows * cols, [&](int64_t r) {
-      const T* in = px + r * cols;
-      T* o = po + r * cols;
-      const int64_t n = spec.visible(r, cols);
-      simd_dispatch([&] {
-        const T m = reduce_row<MaxOp<T>>(n, [in, scale](int64_t c) { return in[c] * scale; });
-        for (int64_t c = 0; c < n; ++c) o[c] = vmath::exp(in[c] * scale - m);
-        const double sum = reduce_row<SumOp<T>>(n, load_from(o));
-        if (spec.log) {  // (v - max) is exact; adding max back into the log term would round it away
-          const T log_sum = static_cast<T>(std::log(sum));
-          for (int64_t c = 0; c < n; ++c) o[c] = (in[c] * scale - m) - log_sum;
-        } else {
-          const T inv = static_cast<T>(1.0 / sum);
-          for (int64_t c = 0; c < n; ++c) o[c] *= inv;
-        }
-      });
-      std::fill(o + n, o + cols, spec.log ? -std::numeric_limits<T>::infinity() : T(0));
+      simd_dispatch([&] { softmax_row(px + r * cols, po + r * cols, spec.visible(r, cols), cols, scale, spec.log); });
     });
   });
 }
 
-// One pass per row over y and g: the row's sum (of g * y, or of g for log_softmax), then gx.
+// One row of the gradient: the row's sum (of g * y, or of g for log_softmax), then gx.
+template <class T>
+void softmax_backward_row(const T* py, const T* pg, T* o, int64_t n, int64_t cols, T scale, bool log) {
+  if (log) {
+    const T total = static_cast<T>(reduce_row<SumOp<T>>(n, load_from(pg)));
+    for (int64_t c = 0; c < n; ++c) o[c] = scale * (pg[c] - vmath::exp(py[c]) * total);
+  } else {
+    const T dot = static_cast<T>(reduce_row<SumOp<T>>(n, [py, pg](int64_t c) { return pg[c] * py[c]; }));
+    for (int64_t c = 0; c < n; ++c) o[c] = scale * (py[c] * (pg[c] - dot));
+  }
+  std::fill(o + n, o + cols, T(0));
+}
+
 void softmax_backward_cpu(const Tensor& y, const Tensor& g, const Tensor& gx, const kernels::SoftmaxSpec& spec) {
   const int64_t cols = y.size(-1), rows = y.numel() / std::max<int64_t>(cols, 1);
   dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    const T *py = y.data<T>(), *pg = g.data<T>();
+    T* pgx = gx.data<T>();
     const T scale = static_cast<T>(spec.scale);
     parallel_for(rows, rows * cols, [&](int64_t r) {
-      const T* py = y.data<T>() + r * cols;
-      const T* pg = g.data<T>() + r * cols;
-      T* o = gx.data<T>() + r * cols;
-      const int64_t n = spec.visible(r, cols);
+      const int64_t at = r * cols;
       simd_dispatch([&] {
-        if (spec.log) {
-          const T total = static_cast<T>(reduce_row<SumOp<T>>(n, load_from(pg)));
-          for (int64_t c = 0; c < n; ++c) o[c] = scale * (pg[c] - vmath::exp(py[c]) * total);
-        } else {
-          const T dot = static_cast<T>(reduce_row<SumOp<T>>(n, [py, pg](int64_t c) { return pg[c] * py[c]; }));
-          for (int64_t c = 0; c < n; ++c) o[c] = scale * (py[c] * (pg[c] - dot));
-        }
+        softmax_backward_row(py + at, pg + at, pgx + at, spec.visible(r, cols), cols, scale, spec.log);
       });
-      std::fill(o + n, o + cols, T(0));
     });
   });
 }
