@@ -75,13 +75,40 @@ std::vector<Tensor> clones(const std::vector<Tensor>& params) {
   return out;
 }
 
-// Gives both sets the same fresh gradients of step k (none for one parameter on odd steps).
-void set_grads(const std::vector<Tensor>& a, const std::vector<Tensor>& b, int k) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Tensor g = i == kSometimesWithoutGrad && k % 2 == 1 ? Tensor() : values_with_zeros(a[i].shape(), a[i].dtype());
-    a[i].set_grad(g.defined() ? g.clone() : g);
-    b[i].set_grad(g.defined() ? g.clone() : g);
+// The gradients of step k, one per parameter (undefined: no grad at that step).
+using Grads = std::function<std::vector<Tensor>(int k)>;
+
+// Fresh random gradients like the parameters, zeros of both signs included, and none for one
+// parameter on odd steps.
+Grads random_grads(const std::vector<Tensor>& params) {
+  return [params](int k) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < params.size(); ++i)
+      out.push_back(i == kSometimesWithoutGrad && k % 2 == 1 ? Tensor()
+                                                             : values_with_zeros(params[i].shape(), params[i].dtype()));
+    return out;
+  };
+}
+
+// Gives both sets of parameters copies of step k's gradients and steps both optimizers.
+void step_both(optim::Optimizer& fused, const std::vector<Tensor>& fused_params, optim::Optimizer& reference,
+               const std::vector<Tensor>& reference_params, const Grads& grads, int k) {
+  const std::vector<Tensor> g = grads(k);
+  for (size_t i = 0; i < g.size(); ++i) {
+    fused_params[i].set_grad(g[i].defined() ? g[i].clone() : Tensor());
+    reference_params[i].set_grad(g[i].defined() ? g[i].clone() : Tensor());
   }
+  fused.step();
+  reference.step();
+}
+
+// Both sets of parameters and both state dicts are the same bits.
+void expect_same(const optim::Optimizer& fused, const std::vector<Tensor>& fused_params,
+                 const optim::Optimizer& reference, const std::vector<Tensor>& reference_params,
+                 const std::string& what) {
+  for (size_t i = 0; i < fused_params.size(); ++i)
+    expect_bitwise(fused_params[i], reference_params[i], what + ", parameter " + std::to_string(i));
+  expect_same_state(fused, reference, what);
 }
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> params, bool fused)>;
@@ -91,16 +118,11 @@ using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vecto
 void expect_fused_is_reference(const MakeOptimizer& make, const std::string& what) {
   for (DType dtype : {kFloat32, kFloat64}) {
     manual_seed(7);
-    const std::vector<Tensor> fused_params = make_params(dtype), reference_params = clones(fused_params);
-    auto fused = make(fused_params, true), reference = make(reference_params, false);
+    const std::vector<Tensor> a = make_params(dtype), b = clones(a);
+    auto fused = make(a, true), reference = make(b, false);
     for (int k = 0; k < kSteps; ++k) {
-      set_grads(fused_params, reference_params, k);
-      fused->step();
-      reference->step();
-      const std::string at = what + ", " + dtype_name(dtype) + ", step " + std::to_string(k + 1);
-      for (size_t i = 0; i < fused_params.size(); ++i)
-        expect_bitwise(fused_params[i], reference_params[i], at + ", parameter " + std::to_string(i));
-      expect_same_state(*fused, *reference, at);
+      step_both(*fused, a, *reference, b, random_grads(a), k);
+      expect_same(*fused, a, *reference, b, what + ", " + dtype_name(dtype) + ", step " + std::to_string(k + 1));
     }
   }
 }
@@ -213,13 +235,8 @@ TEST(OptimFused, ParamGroupsWithDifferentOptionsAndDtypes) {
   const std::vector<Tensor> b = clones(a);
   optim::AdamW fused(a, optim::AdamWOptions(0.01).amsgrad(true));
   optim::AdamW reference(b, optim::AdamWOptions(0.01).amsgrad(true).fused(false));
-  for (int k = 0; k < kSteps; ++k) {
-    set_grads(a, b, k);
-    fused.step();
-    reference.step();
-  }
-  for (size_t i = 0; i < a.size(); ++i) expect_bitwise(a[i], b[i], "mixed dtypes, parameter " + std::to_string(i));
-  expect_same_state(fused, reference, "mixed dtypes");
+  for (int k = 0; k < kSteps; ++k) step_both(fused, a, reference, b, random_grads(a), k);
+  expect_same(fused, a, reference, b, "mixed dtypes");
 }
 
 // A non-contiguous parameter and a gradient of another dtype take the composed update; the
@@ -236,19 +253,10 @@ TEST(OptimFused, ParametersTheKernelDoesNotTakeFallBack) {
   EXPECT_TRUE(fused_step_accepts(a[2], randn({5})));
   optim::SGD fused(a, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
   optim::SGD reference(b, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01).fused(false));
-  for (int k = 0; k < kSteps; ++k) {
-    const Tensor g0 = randn({4, 6}), g1 = randn({8}, kFloat64), g2 = randn({5});
-    a[0].set_grad(g0.clone());
-    b[0].set_grad(g0.clone());
-    a[1].set_grad(g1.clone());  // float64 grads of a float32 parameter
-    b[1].set_grad(g1.clone());
-    a[2].set_grad(g2.clone());
-    b[2].set_grad(g2.clone());
-    fused.step();
-    reference.step();
-  }
-  for (size_t i = 0; i < a.size(); ++i) expect_bitwise(a[i], b[i], "parameter " + std::to_string(i));
-  expect_same_state(fused, reference, "fallback");
+  // Parameter 1 (float32) gets float64 gradients.
+  const Grads grads = [](int) { return std::vector<Tensor>{randn({4, 6}), randn({8}, kFloat64), randn({5})}; };
+  for (int k = 0; k < kSteps; ++k) step_both(fused, a, reference, b, grads, k);
+  expect_same(fused, a, reference, b, "fallback");
 }
 
 // After its first step the fused SGD allocates nothing: no temporaries, where the composed
@@ -258,9 +266,7 @@ TEST(OptimFused, FusedStepAllocatesNothing) {
   const std::vector<Tensor> a = make_params(kFloat32), b = clones(a);
   optim::SGD fused(a, optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
   optim::SGD reference(b, optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4).fused(false));
-  set_grads(a, b, 0);
-  fused.step();
-  reference.step();
+  step_both(fused, a, reference, b, random_grads(a), 0);
   const int64_t live = memory::stats().live_bytes;
   memory::reset_peak();
   fused.step();
@@ -276,26 +282,19 @@ TEST(OptimFused, ResumeAcrossPathsAndChangedHyperParameters) {
   const std::vector<Tensor> a = make_params(kFloat32), b = clones(a);
   optim::Adam fused(a, optim::AdamOptions(0.01).amsgrad(true));
   optim::Adam reference(b, optim::AdamOptions(0.01).amsgrad(true).fused(false));
-  for (int k = 0; k < 2; ++k) {
-    set_grads(a, b, k);
-    fused.step();
-    reference.step();
-  }
+  for (int k = 0; k < 2; ++k) step_both(fused, a, reference, b, random_grads(a), k);
   // Each continues from the other's state.
   const optim::StateDict from_fused = fused.state_dict(), from_reference = reference.state_dict();
   fused.load_state_dict(from_reference);
   reference.load_state_dict(from_fused);
   for (int k = 2; k < 5; ++k) {
-    fused.set_lr(0.01 / k);
-    reference.set_lr(0.01 / k);
-    fused.set_group_hyper_param(0, "beta1", 0.8);
-    reference.set_group_hyper_param(0, "beta1", 0.8);
-    set_grads(a, b, k);
-    fused.step();
-    reference.step();
+    for (optim::Optimizer* opt : {static_cast<optim::Optimizer*>(&fused), static_cast<optim::Optimizer*>(&reference)}) {
+      opt->set_lr(0.01 / k);
+      opt->set_group_hyper_param(0, "beta1", 0.8);
+    }
+    step_both(fused, a, reference, b, random_grads(a), k);
   }
-  for (size_t i = 0; i < a.size(); ++i) expect_bitwise(a[i], b[i], "parameter " + std::to_string(i));
-  expect_same_state(fused, reference, "resumed");
+  expect_same(fused, a, reference, b, "resumed");
   EXPECT_EQ(fused.state_dict().at("state.0.step").item(), 5.0);
   EXPECT_EQ(fused.state_dict().at("state.3.step").item(), 3.0);  // no grad on steps 2 and 4
 }

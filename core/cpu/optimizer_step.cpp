@@ -62,9 +62,8 @@ void run_update(const Update& update, const std::vector<FusedParam>& params) {
 }
 
 void optimizer_step_cpu(const OptimizerRule& rule, const std::vector<FusedParam>& params) {
-  dispatch_floating(params.front().param.dtype(), "optimizer_step", [&]<class T>() {
-    optimizer_bodies::visit_update<T>(rule, [&](const auto& update) { run_update<T>(update, params); });
-  });
+  optimizer_bodies::visit_update(rule, params.front().param.dtype(),
+                                 [&]<class T>(const auto& update) { run_update<T>(update, params); });
 }
 
 const bool registered = kernels::add_kernel(kernels::optimizer_step, DeviceType::CPU, &optimizer_step_cpu);

@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/host_device.h"
 #include "core/optimizer_step.h"
 
@@ -198,26 +199,30 @@ void with_flags(Fn&& fn, bool first, Rest... rest) {
   else with_flags<kChosen..., false>(fn, rest...);
 }
 
-// Calls fn(update) with the rule's functor for dtype T. The tests of the composed update
-// (`weight_decay != 0`, `momentum > 0`, ...) pick the instantiation.
-template <class T, class Fn>
-void visit_update(const OptimizerRule& rule, Fn&& fn) {
-  if (const auto* r = std::get_if<SgdRule>(&rule)) {
-    with_flags([&]<bool kMomentum, bool kNesterov, bool kDecay, bool kMaximize>() {
-      fn(SgdUpdate<T, kMomentum, kNesterov, kDecay, kMaximize>::make(*r));
-    }, r->momentum != 0.0, r->nesterov, r->weight_decay != 0.0, r->maximize);
-  } else if (const auto* r = std::get_if<AdamRule>(&rule)) {
-    with_flags([&]<bool kDecay, bool kDecoupled, bool kAmsgrad>() {
-      fn(AdamUpdate<T, kDecay, kDecoupled, kAmsgrad>::make(*r));
-    }, r->weight_decay != 0.0, r->decoupled_weight_decay, r->amsgrad);
-  } else if (const auto* r = std::get_if<RMSpropRule>(&rule)) {
-    with_flags([&]<bool kDecay, bool kCentered, bool kMomentum>() {
-      fn(RMSpropUpdate<T, kDecay, kCentered, kMomentum>::make(*r));
-    }, r->weight_decay != 0.0, r->centered, r->momentum > 0.0);
-  } else {
-    const auto& a = std::get<AdagradRule>(rule);
-    with_flags([&]<bool kDecay>() { fn(AdagradUpdate<T, kDecay>::make(a)); }, a.weight_decay != 0.0);
-  }
+// Calls fn.template operator()<T>(update), T being the C++ type of `dtype` and `update` the
+// rule's functor for T. The tests of the composed update (`weight_decay != 0`, `momentum > 0`,
+// ...) pick the instantiation.
+template <class Fn>
+void visit_update(const OptimizerRule& rule, DType dtype, Fn&& fn) {
+  dispatch_floating(dtype, "optimizer_step", [&]<class T>() {
+    const auto call = [&](const auto& update) { fn.template operator()<T>(update); };
+    if (const auto* r = std::get_if<SgdRule>(&rule)) {
+      with_flags([&]<bool kMomentum, bool kNesterov, bool kDecay, bool kMaximize>() {
+        call(SgdUpdate<T, kMomentum, kNesterov, kDecay, kMaximize>::make(*r));
+      }, r->momentum != 0.0, r->nesterov, r->weight_decay != 0.0, r->maximize);
+    } else if (const auto* r = std::get_if<AdamRule>(&rule)) {
+      with_flags([&]<bool kDecay, bool kDecoupled, bool kAmsgrad>() {
+        call(AdamUpdate<T, kDecay, kDecoupled, kAmsgrad>::make(*r));
+      }, r->weight_decay != 0.0, r->decoupled_weight_decay, r->amsgrad);
+    } else if (const auto* r = std::get_if<RMSpropRule>(&rule)) {
+      with_flags([&]<bool kDecay, bool kCentered, bool kMomentum>() {
+        call(RMSpropUpdate<T, kDecay, kCentered, kMomentum>::make(*r));
+      }, r->weight_decay != 0.0, r->centered, r->momentum > 0.0);
+    } else {
+      const auto& a = std::get<AdagradRule>(rule);
+      with_flags([&]<bool kDecay>() { call(AdagradUpdate<T, kDecay>::make(a)); }, a.weight_decay != 0.0);
+    }
+  });
 }
 
 // One parameter as the kernels see it.

@@ -2,6 +2,9 @@
 // checks of its contract, the kernel call, the version bumps of the in-place writes.
 #include "core/optimizer_step.h"
 
+#include <string>
+#include <type_traits>
+
 #include "core/autograd/grad_mode.h"
 #include "core/kernel_bodies/optimizer_updates.h"
 #include "core/kernels.h"
@@ -15,7 +18,9 @@ constexpr const char* kOp = "fused_optimizer_step";
 // How many state tensors the rule reads and writes (FusedParam::state's order).
 int state_count(const OptimizerRule& rule) {
   int count = 0;
-  optimizer_bodies::visit_update<float>(rule, [&](const auto& update) { count = std::decay_t<decltype(update)>::kStates; });
+  optimizer_bodies::visit_update(rule, kFloat32, [&]<class>(const auto& update) {
+    count = std::decay_t<decltype(update)>::kStates;
+  });
   return count;
 }
 
