@@ -856,7 +856,8 @@ TEST(Cuda, FusedOptimizerStepMatchesCpuBitwise) {
              std::move(p), optim::RMSpropOptions(0.01).weight_decay(0.01).centered(true).momentum(0.5));
        }},
       {"Adagrad", [](std::vector<Tensor> p) {
-         return std::make_unique<optim::Adagrad>(std::move(p), optim::AdagradOptions(0.1).lr_decay(0.1).weight_decay(0.01));
+         return std::make_unique<optim::Adagrad>(std::move(p),
+                                                 optim::AdagradOptions(0.1).lr_decay(0.1).weight_decay(0.01));
        }},
   };
   const std::vector<Shape> shapes = {{3, 5000}, {17}, {20000}, {1}, {0}, {129, 7}};
@@ -879,7 +880,8 @@ TEST(Cuda, FusedOptimizerStepMatchesCpuBitwise) {
         on_cpu->step();
         on_gpu->step();
       }
-      for (size_t i = 0; i < shapes.size(); ++i) expect_same_bits(gpu[i], cpu[i], what + ", parameter " + std::to_string(i));
+      for (size_t i = 0; i < shapes.size(); ++i)
+        expect_same_bits(gpu[i], cpu[i], what + ", parameter " + std::to_string(i));
       const optim::StateDict cpu_state = on_cpu->state_dict(), gpu_state = on_gpu->state_dict();
       ASSERT_EQ(gpu_state.size(), cpu_state.size()) << what;
       for (const auto& [key, value] : cpu_state) {

@@ -129,6 +129,14 @@ void expect_fused_is_reference(const MakeOptimizer& make, const std::string& wha
 
 }  // namespace
 
+// An optimizer of type Opt with these options, fused or composed.
+template <class Opt, class Options>
+MakeOptimizer with_options(const Options& options) {
+  return [options](std::vector<Tensor> params, bool fused) {
+    return std::make_unique<Opt>(std::move(params), Options(options).fused(fused));
+  };
+}
+
 TEST(OptimFused, SgdEveryOptionCombination) {
   for (double momentum : {0.0, 0.9})
     for (double dampening : {0.0, 0.3})
@@ -136,19 +144,16 @@ TEST(OptimFused, SgdEveryOptionCombination) {
         for (double weight_decay : {0.0, 0.01})
           for (bool maximize : {false, true}) {
             if ((momentum == 0.0 && (dampening != 0.0 || nesterov)) || (nesterov && dampening != 0.0)) continue;
-            const optim::SGDOptions o = optim::SGDOptions(0.1)
-                                            .momentum(momentum)
-                                            .dampening(dampening)
-                                            .nesterov(nesterov)
-                                            .weight_decay(weight_decay)
-                                            .maximize(maximize);
-            expect_fused_is_reference(
-                [&](std::vector<Tensor> params, bool fused) {
-                  return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(o).fused(fused));
-                },
-                "SGD momentum " + std::to_string(momentum) + " dampening " + std::to_string(dampening) +
-                    " nesterov " + std::to_string(nesterov) + " weight_decay " + std::to_string(weight_decay) +
-                    " maximize " + std::to_string(maximize));
+            expect_fused_is_reference(with_options<optim::SGD>(optim::SGDOptions(0.1)
+                                                                   .momentum(momentum)
+                                                                   .dampening(dampening)
+                                                                   .nesterov(nesterov)
+                                                                   .weight_decay(weight_decay)
+                                                                   .maximize(maximize)),
+                                      "SGD momentum " + std::to_string(momentum) + " dampening " +
+                                          std::to_string(dampening) + " nesterov " + std::to_string(nesterov) +
+                                          " weight_decay " + std::to_string(weight_decay) + " maximize " +
+                                          std::to_string(maximize));
           }
 }
 
@@ -159,61 +164,41 @@ TEST(OptimFused, AdamAndAdamWEveryOptionCombination) {
       for (bool amsgrad : {false, true}) {
         const std::string what = " beta1 " + std::to_string(beta1) + " weight_decay " + std::to_string(weight_decay) +
                                  " amsgrad " + std::to_string(amsgrad);
-        expect_fused_is_reference(
-            [&](std::vector<Tensor> params, bool fused) {
-              return std::make_unique<optim::Adam>(std::move(params), optim::AdamOptions(0.01)
-                                                                          .betas({beta1, 0.99})
-                                                                          .weight_decay(weight_decay)
-                                                                          .amsgrad(amsgrad)
-                                                                          .fused(fused));
-            },
-            "Adam" + what);
-        expect_fused_is_reference(
-            [&](std::vector<Tensor> params, bool fused) {
-              return std::make_unique<optim::AdamW>(std::move(params), optim::AdamWOptions(0.01)
-                                                                           .betas({beta1, 0.99})
-                                                                           .weight_decay(weight_decay)
-                                                                           .amsgrad(amsgrad)
-                                                                           .fused(fused));
-            },
-            "AdamW" + what);
+        const auto options = [&]<class Options>(Options o) {
+          return o.betas({beta1, 0.99}).weight_decay(weight_decay).amsgrad(amsgrad);
+        };
+        expect_fused_is_reference(with_options<optim::Adam>(options(optim::AdamOptions(0.01))), "Adam" + what);
+        expect_fused_is_reference(with_options<optim::AdamW>(options(optim::AdamWOptions(0.01))), "AdamW" + what);
       }
 }
 
+// alpha = 0 makes add_'s alpha 1 - alpha exactly 1, as beta1 = 0 does for Adam.
 TEST(OptimFused, RMSpropEveryOptionCombination) {
   for (double alpha : {0.99, 0.0})
     for (double weight_decay : {0.0, 0.01})
       for (bool centered : {false, true})
-        for (double momentum : {0.0, 0.5}) {
-          expect_fused_is_reference(
-              [&](std::vector<Tensor> params, bool fused) {
-                return std::make_unique<optim::RMSprop>(std::move(params), optim::RMSpropOptions(0.01)
-                                                                               .alpha(alpha)
-                                                                               .weight_decay(weight_decay)
-                                                                               .centered(centered)
-                                                                               .momentum(momentum)
-                                                                               .fused(fused));
-              },
-              "RMSprop alpha " + std::to_string(alpha) + " weight_decay " + std::to_string(weight_decay) +
-                  " centered " + std::to_string(centered) + " momentum " + std::to_string(momentum));
-        }
+        for (double momentum : {0.0, 0.5})
+          expect_fused_is_reference(with_options<optim::RMSprop>(optim::RMSpropOptions(0.01)
+                                                                     .alpha(alpha)
+                                                                     .weight_decay(weight_decay)
+                                                                     .centered(centered)
+                                                                     .momentum(momentum)),
+                                    "RMSprop alpha " + std::to_string(alpha) + " weight_decay " +
+                                        std::to_string(weight_decay) + " centered " + std::to_string(centered) +
+                                        " momentum " + std::to_string(momentum));
 }
 
 TEST(OptimFused, AdagradEveryOptionCombination) {
   for (double lr_decay : {0.0, 0.1})
     for (double weight_decay : {0.0, 0.01})
-      for (double initial : {0.0, 0.1}) {
-        expect_fused_is_reference(
-            [&](std::vector<Tensor> params, bool fused) {
-              return std::make_unique<optim::Adagrad>(std::move(params), optim::AdagradOptions(0.1)
-                                                                             .lr_decay(lr_decay)
-                                                                             .weight_decay(weight_decay)
-                                                                             .initial_accumulator_value(initial)
-                                                                             .fused(fused));
-            },
-            "Adagrad lr_decay " + std::to_string(lr_decay) + " weight_decay " + std::to_string(weight_decay) +
-                " initial_accumulator_value " + std::to_string(initial));
-      }
+      for (double initial : {0.0, 0.1})
+        expect_fused_is_reference(with_options<optim::Adagrad>(optim::AdagradOptions(0.1)
+                                                                   .lr_decay(lr_decay)
+                                                                   .weight_decay(weight_decay)
+                                                                   .initial_accumulator_value(initial)),
+                                  "Adagrad lr_decay " + std::to_string(lr_decay) + " weight_decay " +
+                                      std::to_string(weight_decay) + " initial_accumulator_value " +
+                                      std::to_string(initial));
 }
 
 // Groups with their own options, one of them composed, and one mixing float32 and float64
@@ -310,7 +295,8 @@ TEST(OptimFused, OpChecksItsArguments) {
   expect_error([&] { fused_optimizer_step(sgd, {{p, g, {zeros({3}, kFloat64)}}}); }, "state 0 is float64 [3] on cpu;");
   expect_error(
       [&] {
-        fused_optimizer_step(sgd, {{p, g, {zeros({3})}}, {zeros({2}, kFloat64), ones({2}, kFloat64), {zeros({2}, kFloat64)}}});
+        const Tensor p64 = zeros({2}, kFloat64);
+        fused_optimizer_step(sgd, {{p, g, {zeros({3})}}, {p64, ones({2}, kFloat64), {zeros({2}, kFloat64)}}});
       },
       "expects parameters of one dtype and device: parameter 0 is float32 on cpu, parameter 1 is float64 on cpu");
   const Tensor wide = zeros({3, 2});

@@ -61,7 +61,8 @@ void fused_optimizer_step(const OptimizerRule& rule, const std::vector<FusedPara
     EMBER_CHECK(!is_grad_enabled() || !f.param.requires_grad(), "[", kOp, "] updates parameter ", i, " (shape ",
                 shape_str(f.param.shape()), ") in place, which takes part in autograd; run it under NoGradGuard");
     check_like(f.param, f.grad, i, "the grad");
-    for (int k = 0; k < states; ++k) check_like(f.param, f.state[static_cast<size_t>(k)], i, "state " + std::to_string(k));
+    for (int k = 0; k < states; ++k)
+      check_like(f.param, f.state[static_cast<size_t>(k)], i, "state " + std::to_string(k));
   }
   kernels::optimizer_step[first.device()](rule, params);
   for (const FusedParam& f : params) {
