@@ -18,10 +18,11 @@
 // The composed update (each optimizer's reference function in optim/) stays: it is the readable
 // statement of the rule, the tests' oracle, and the path of every parameter the kernel does not
 // take (non-contiguous, a grad or state of another dtype, device or shape: fused_step_accepts).
-// The option `fused` of every optimizer (default on; torch.optim's `fused` and `foreach` are the
-// same idea) selects it. On the CPU both give bitwise the same parameters and state
-// (Note [Replaying the composed update's rounding] says how), so the option changes speed, not
-// results; it is not a hyper-parameter and not part of the state_dict.
+// Every optimizer's option `fused` (default on; torch.optim's `fused` and `foreach` are the same
+// idea) chooses between the two. On the CPU both give bitwise the same parameters and state, and
+// the CUDA kernel gives the CPU kernel's bits (Note [Replaying the composed update's rounding]
+// says how), so the option changes speed, not results; it is not a hyper-parameter and not part
+// of the state_dict.
 #include <array>
 #include <cmath>
 #include <cstdint>
