@@ -60,12 +60,11 @@ struct SgdUpdate {
   static constexpr int kStates = kMomentum ? 1 : 0;
   static constexpr bool kFirstStepDiffers = kMomentum;
   using PerParam = NoScalars;
-  Scaled<T> decay, momentum, dampening, nesterov, step;
+  Scaled<T> decay, momentum, dampening, step;
 
   static SgdUpdate make(const SgdRule& r) {
     using S = Scaled<T>;
-    return {S::factor(r.weight_decay), S::factor(r.momentum), S::alpha(1.0 - r.dampening), S::factor(r.momentum),
-            S::alpha(-r.lr)};
+    return {S::factor(r.weight_decay), S::factor(r.momentum), S::alpha(1.0 - r.dampening), S::alpha(-r.lr)};
   }
   PerParam per_param(int64_t) const { return {}; }
 
@@ -76,7 +75,7 @@ struct SgdUpdate {
     if constexpr (kMomentum) {
       const T buf = kFirstStep ? g : momentum(s[0]) + dampening(g);
       s[0] = buf;
-      g = kNesterov ? g + nesterov(buf) : buf;
+      g = kNesterov ? g + momentum(buf) : buf;
     }
     p = p + step(g);
   }
