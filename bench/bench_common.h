@@ -1,7 +1,8 @@
 #pragma once
-// What the benchmark programs share: the one flag they add to Google Benchmark's, --threads N
+// What the benchmark programs share: the flag they all add to Google Benchmark's, --threads N
 // (default 1, ember's thread count for OpenMP and OpenBLAS together, taken out of argv before
-// benchmark::Initialize), the timed loop, and running what they registered.
+// benchmark::Initialize) and the way to take such flags, the timed loop, and running what they
+// registered.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -14,28 +15,34 @@
 
 namespace ember::bench {
 
-// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
-inline int take_threads_flag(int& argc, char** argv) {
-  int threads = 1, out = 1;
+// Removes every "--NAME VALUE" / "--NAME=VALUE" from argv; the last VALUE goes to `value`.
+// Returns false when the flag is given without a value.
+inline bool take_flag(int& argc, char** argv, const std::string& name, std::string& value) {
+  const std::string flag = "--" + name, with_value = flag + "=";
+  int out = 1;
   for (int i = 1; i < argc; ++i) {
-    const char* value = nullptr;
-    if (std::strcmp(argv[i], "--threads") == 0) {
-      if (i + 1 >= argc) return -1;
+    if (argv[i] == flag) {
+      if (i + 1 >= argc) return false;
       value = argv[++i];
-    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      value = argv[i] + 10;
+    } else if (std::strncmp(argv[i], with_value.c_str(), with_value.size()) == 0) {
+      value = argv[i] + with_value.size();
     } else {
       argv[out++] = argv[i];
-      continue;
     }
-    char* end = nullptr;
-    const long n = std::strtol(value, &end, 10);
-    if (end == value || *end != '\0' || n < 1 || n > 1024) return -1;
-    threads = static_cast<int>(n);
   }
   argc = out;
   argv[argc] = nullptr;
-  return threads;
+  return true;
+}
+
+// Removes "--threads N" / "--threads=N" from argv; returns N (default 1), or -1 if malformed.
+inline int take_threads_flag(int& argc, char** argv) {
+  std::string value = "1";
+  if (!take_flag(argc, argv, "threads", value)) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(value.c_str(), &end, 10);
+  if (end == value.c_str() || *end != '\0' || n < 1 || n > 1024) return -1;
+  return static_cast<int>(n);
 }
 
 // Applies --threads and records it (and the OpenMP wait policy) in the benchmark's context.

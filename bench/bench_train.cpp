@@ -2,13 +2,15 @@
 // on the CPU, as examples::fit runs it. bench/compare_training.py times the same cases in
 // PyTorch, so keep the names stable:
 //
-//   train_step/mlp/128        MLP 784-512-512-10 (Dropout 0.2), batch 128, SGD lr 0.05 momentum 0.9
-//   train_step/resnet20/128   ResNet20, batch 128, SGD lr 0.1 momentum 0.9 weight decay 5e-4
-//   train_step/gpt/16         train_gpt's GPT (4 blocks, d 128, 4 heads), 16 windows of 128 random
-//                             tokens, AdamW lr 2e-3 betas (0.9, 0.99), weight decay 0.1 on the
-//                             Linear weights; cross-entropy over every position
-//   forward/<model>/<batch>   the model's forward alone, in training mode with autograd on
-//                             (records the graph, as a training forward does), then dropped
+//   train_step/mlp/128            MLP 784-512-512-10 (Dropout 0.2), batch 128, SGD lr 0.05 momentum 0.9
+//   train_step/resnet20/128       ResNet20, batch 128, SGD lr 0.1 momentum 0.9 weight decay 5e-4
+//   train_step/gpt/16             train_gpt's GPT (4 blocks, d 128, 4 heads), 16 windows of 128
+//                                 random tokens, AdamW lr 2e-3 betas (0.9, 0.99), weight decay 0.1 on
+//                                 the Linear weights; cross-entropy over every position
+//   forward/<model>/<batch>       the model's forward alone, in training mode with autograd on
+//                                 (records the graph, as a training forward does), then dropped
+//   optimizer_step/<model>/<batch>  the optimizer step alone, over the gradients of one training
+//                                 step (the parameters and buffers move on every step)
 //
 // A training step is what examples::fit does per batch: logits = model(x), cross_entropy,
 // optimizer.zero_grad() (set to none), loss.backward(), optimizer.step(). fit's bookkeeping
@@ -16,21 +18,26 @@
 // fixed: one randn [128, 1, 28, 28] batch and random labels (the GPT: random token ids), drawn
 // with seed 0; so is the model's initialisation (seed 0, before the inputs).
 //
-//   bench_train [--threads N] [Google Benchmark flags...]
+//   bench_train [--threads N] [--optimizer fused|composed] [Google Benchmark flags...]
 //
 // --threads N (default 1) is handled before benchmark::Initialize: ember::set_num_threads(N)
-// (ember's OpenMP loops and OpenBLAS). Times are wall clock (UseRealTime), so Google Benchmark
-// names the cases "<case>/real_time". Each case reports images/s (items_per_second; windows/s for
-// the GPT) and the loss after the last timed step (final_loss). Run it with OMP_WAIT_POLICY=PASSIVE
-// on a busy machine (Note [OpenMP wait policy] in examples/training.h).
+// (ember's OpenMP loops and OpenBLAS). --optimizer (default fused) sets the optimizer's `fused`, the
+// fused step or the composed one (Note [Multi-tensor optimizer updates] in core/optimizer_step.h),
+// for before/after timings with one build. Times are wall clock (UseRealTime), so Google
+// Benchmark names the cases "<case>/real_time". The training and forward cases report images/s
+// (items_per_second; windows/s for the GPT), the training cases the loss after the last timed step (final_loss) and the
+// mean wall time of the optimizer step inside the training step (optimizer_ms). Run it
+// with OMP_WAIT_POLICY=PASSIVE on a busy machine (Note [OpenMP wait policy] in
+// examples/training.h).
 //
-// Before timing, each training case takes one step and checks that the loss is finite and that
-// every parameter got a gradient of its shape; a failure (or an ember::Error) marks the case as
-// an error in the report instead of timing it.
+// Before timing, each training and optimizer case takes one step and checks that the loss is
+// finite and that every parameter got a gradient of its shape; a failure (or an ember::Error)
+// marks the case as an error in the report instead of timing it.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include "bench/bench_common.h"
@@ -44,18 +51,36 @@ using ember::bench::kModels;
 using ember::bench::ModelCase;
 using ember::bench::Setup;
 
+bool fused_optimizer = true;  // --optimizer
+
 void train_step_case(benchmark::State& state, const ModelCase& m) {
   const std::string name = "train_step/" + m.name;
   try {
-    Setup s(m, ember::kCPU);
+    Setup s(m, ember::kCPU, fused_optimizer);
     check_step(name, s);
-    const Tensor loss = ember::bench::time_steps(state, [&s] { return s.train_step(); });
+    double optimizer_seconds = 0.0;
+    const Tensor loss = ember::bench::time_steps(state, [&] { return s.train_step(&optimizer_seconds); });
     state.counters["final_loss"] = loss.defined() ? loss.item() : NAN;
+    state.counters["optimizer_ms"] = 1e3 * optimizer_seconds / static_cast<double>(state.iterations());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
   }
   state.SetItemsProcessed(state.iterations() * m.batch);  // images (GPT: windows) per second
+}
+
+void optimizer_step_case(benchmark::State& state, const ModelCase& m) {
+  try {
+    Setup s(m, ember::kCPU, fused_optimizer);
+    check_step("optimizer_step/" + m.name, s);
+    const Tensor first = s.model->parameters().front();
+    ember::bench::time_steps(state, [&s, &first] {
+      s.optimizer->step();
+      return first;
+    });
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
 }
 
 void forward_case(benchmark::State& state, const ModelCase& m) {
@@ -78,13 +103,28 @@ void register_all() {
     benchmark::RegisterBenchmark(("forward" + suffix).c_str(), forward_case, m)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("optimizer_step" + suffix).c_str(), optimizer_step_case, m)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
+}
+
+// Takes --optimizer fused|composed out of argv; false, having said why, when malformed.
+bool take_optimizer_flag(int& argc, char** argv) {
+  std::string value = "fused";
+  if (!ember::bench::take_flag(argc, argv, "optimizer", value) || (value != "fused" && value != "composed")) {
+    std::cerr << "bench_train: --optimizer expects fused or composed\n";
+    return false;
+  }
+  fused_optimizer = value == "fused";
+  benchmark::AddCustomContext("optimizer_step", value);
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!ember::bench::setup_threads(argc, argv, "bench_train")) return 2;
+  if (!ember::bench::setup_threads(argc, argv, "bench_train") || !take_optimizer_flag(argc, argv)) return 2;
 
   register_all();
   return ember::bench::run_benchmarks(argc, argv);

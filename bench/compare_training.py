@@ -7,8 +7,9 @@ Runs BENCH_TRAIN (default build/release/bench/bench_train) with --benchmark_form
 times the same cases in PyTorch with torch.set_num_threads(N), and prints one table: case,
 ember ms, torch ms, ember/torch (above 1: ember is slower), and images/s on each side.
 
-The cases (bench/bench_train.cpp) are "train_step/<model>/<batch>" and "forward/<model>/<batch>"
-for the models of examples/models.h, rebuilt here with the same architecture:
+The cases (bench/bench_train.cpp) are "train_step/<model>/<batch>", "forward/<model>/<batch>" and
+"optimizer_step/<model>/<batch>" for the models of examples/models.h, rebuilt here with the same
+architecture:
   mlp       784-512-512-10, ReLU and Dropout(0.2) after each hidden layer;
             SGD lr 0.05, momentum 0.9
   resnet20  for 1x28x28: 3x3 conv 16 (no bias) + BN + ReLU, three stages of three BasicBlocks
@@ -21,7 +22,9 @@ for the models of examples/models.h, rebuilt here with the same architecture:
             cross-entropy over every position (the "img/s" columns count windows)
 A training step is forward, cross_entropy, zero_grad (set_to_none=True, ember's default; torch
 1.13's default is False), backward, optimizer step, on one fixed random batch in training mode.
-"forward" is the model's forward alone in training mode with autograd on.
+"forward" is the model's forward alone in training mode with autograd on; "optimizer_step" is the
+optimizer step alone, over the gradients of one training step (torch 1.13 runs its for-loop SGD
+and AdamW on the CPU: foreach is off by default there).
 
 Methodology and the ember runner are compare_torch.py's (imported from it): a warm-up, then
 REPETITIONS blocks of about MIN_TIME seconds, median over blocks of the wall-clock time per
@@ -150,6 +153,9 @@ def make_torch_step(torch, models, kind, model_name, batch):
         optimizer.step()
         last["loss"] = loss
         return loss
+    if kind == "optimizer_step":
+        step()  # the gradients, and the momentum buffers
+        return optimizer.step, (lambda: None)
     return step, (lambda: float(last["loss"]) if "loss" in last else None)
 
 
@@ -159,7 +165,7 @@ def run_torch(torch, cases, threads, min_time, repetitions, warmup):
     models = make_models(torch)
     results = {}
     for case in cases:
-        m = re.fullmatch(r"(train_step|forward)/(\w+)/(\d+)", case)
+        m = re.fullmatch(r"(train_step|forward|optimizer_step)/(\w+)/(\d+)", case)
         if not m or m.group(2) not in models:
             results[case] = "no PyTorch mapping"
             continue
@@ -173,7 +179,9 @@ def run_torch(torch, cases, threads, min_time, repetitions, warmup):
 
 
 def images_per_s(case, ms):
-    return int(case.rsplit("/", 1)[1]) / (ms / 1e3) if isinstance(ms, float) else None
+    if case.startswith("optimizer_step/") or not isinstance(ms, float):
+        return None
+    return int(case.rsplit("/", 1)[1]) / (ms / 1e3)
 
 
 def load_average():

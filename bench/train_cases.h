@@ -3,6 +3,7 @@
 // the example programs' models (examples/models.h, examples/gpt.h) with their optimizers' default
 // hyper-parameters, a fixed batch, and examples::fit's step less its bookkeeping.
 // bench/compare_training.py and bench/compare_gpu.py rebuild the same cases in PyTorch.
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -27,16 +28,19 @@ inline constexpr int64_t kGptVocab = 96, kGptContext = 128;
 
 // A model with its optimizer and its batch, as the example programs set them by default.
 // `batch` is the examples per step (images, or windows of kGptContext tokens for the GPT).
+// make_optimizer's flag is the optimizer's option `fused` (Note [Multi-tensor optimizer updates]).
 struct ModelCase {
   std::string name;
   int64_t batch;
   std::function<std::unique_ptr<nn::Module>()> make;
-  std::function<std::unique_ptr<optim::Optimizer>(nn::Module&)> make_optimizer;
+  std::function<std::unique_ptr<optim::Optimizer>(nn::Module&, bool fused)> make_optimizer;
   std::function<std::pair<Tensor, Tensor>()> make_batch;  // (input, target) on the CPU
 };
 
-inline std::function<std::unique_ptr<optim::Optimizer>(nn::Module&)> sgd(optim::SGDOptions options) {
-  return [options](nn::Module& m) { return std::make_unique<optim::SGD>(m.parameters(), options); };
+inline std::function<std::unique_ptr<optim::Optimizer>(nn::Module&, bool)> sgd(optim::SGDOptions options) {
+  return [options](nn::Module& m, bool fused) {
+    return std::make_unique<optim::SGD>(m.parameters(), optim::SGDOptions(options).fused(fused));
+  };
 }
 
 // One randn [batch, 1, 28, 28] image batch and random labels.
@@ -59,9 +63,9 @@ inline const ModelCase kModels[] = {
      sgd(optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4)), [] { return image_batch(128); }},
     // train_gpt's AdamW: weight decay 0.1 on the Linear weights only, betas (0.9, 0.99).
     {"gpt", 16, [] { return std::make_unique<examples::GPT>(gpt_config()); },
-     [](nn::Module& m) {
-       return std::make_unique<optim::AdamW>(
-           examples::gpt_param_groups(m, optim::AdamWOptions(2e-3).betas({0.9, 0.99}).weight_decay(0.1)));
+     [](nn::Module& m, bool fused) {
+       return std::make_unique<optim::AdamW>(examples::gpt_param_groups(
+           m, optim::AdamWOptions(2e-3).betas({0.9, 0.99}).weight_decay(0.1).fused(fused)));
      },
      [] {
        Tensor ids = randint(0, kGptVocab, {16, kGptContext});
@@ -77,25 +81,30 @@ struct Setup {
   std::unique_ptr<optim::Optimizer> optimizer;
   Tensor x, y;
 
-  Setup(const ModelCase& m, Device device) {
+  Setup(const ModelCase& m, Device device, bool fused_optimizer = true) {
     manual_seed(0);
     model = m.make();
     model->to(device);
     model->train();
-    optimizer = m.make_optimizer(*model);
+    optimizer = m.make_optimizer(*model, fused_optimizer);
     auto [input, target] = m.make_batch();
     x = input.to(device);
     y = target.to(device);
   }
 
   // examples::fit's step, less its bookkeeping; returns the loss. The logits are [batch, classes]
-  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position.
-  Tensor train_step() {
+  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position. Adds the wall
+  // time of the optimizer step to `optimizer_seconds` when given (on the CPU, where the step is
+  // synchronous).
+  Tensor train_step(double* optimizer_seconds = nullptr) {
     Tensor logits = (*model)(x);
     Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
     optimizer->zero_grad();
     loss.backward();
+    const auto start = std::chrono::steady_clock::now();
     optimizer->step();
+    if (optimizer_seconds)
+      *optimizer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return loss;
   }
 };

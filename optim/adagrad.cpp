@@ -21,6 +21,8 @@ void AdagradOptions::check(const std::string& optimizer) const {
 Adagrad::Adagrad(const std::vector<AdagradParamGroup>& groups)
     : OptimizerWith("Adagrad", groups, {{"step", StateKind::Counter}, {"sum", StateKind::LikeParam}}) {}
 
+namespace {
+
 // Note [Adagrad update]
 // With gradient g of parameter p at step t, as torch.optim.Adagrad computes it:
 //   g = g + weight_decay * p                 L2 penalty folded into the gradient
@@ -31,16 +33,27 @@ Adagrad::Adagrad(const std::vector<AdagradParamGroup>& groups)
 // gets a gradient keeps large ones (the point of Adagrad for sparse features). The sum only
 // grows, so every step size shrinks over time; RMSprop replaces it with a running mean.
 // torch creates `sum` when the optimizer is built; ember on the parameter's first step, with
-// the same value, so the steps are the same.
-void Adagrad::step() {
-  for_each_param_with_grad([](const Tensor& p, const Tensor& grad, const AdagradOptions& o, ParamState& state) {
-    const auto t = static_cast<double>(count_step(state));
-    const Tensor g = o.weight_decay_ != 0.0 ? grad + p * o.weight_decay_ : grad;
-    const Tensor& sum = full_once(state["sum"], p, o.initial_accumulator_value_);
-    sum.add_(g * g);
-    const double lr = o.lr_ / (1.0 + (t - 1.0) * o.lr_decay_);
-    p.add_(g / (sqrt(sum) + o.eps_), -lr);
-  });
+// the same value, so the steps are the same. adagrad_reference is this, op by op; the fused
+// kernel's rule is AdagradUpdate in core/kernel_bodies/optimizer_updates.h.
+void adagrad_reference(const Tensor& p, const Tensor& grad, const AdagradOptions& o,
+                       std::map<std::string, Tensor>& state) {
+  const int64_t t = count_step(state);
+  const Tensor g = o.weight_decay_ != 0.0 ? grad + p * o.weight_decay_ : grad;
+  const Tensor& sum = full_once(state["sum"], p, o.initial_accumulator_value_);
+  sum.add_(g * g);
+  p.add_(g / (sqrt(sum) + o.eps_), -adagrad_lr(o.lr_, o.lr_decay_, t));
 }
+
+FusedParam adagrad_fused(const Tensor& p, const Tensor& grad, const AdagradOptions& o,
+                         std::map<std::string, Tensor>& state) {
+  const int64_t t = count_step(state);
+  return {p, grad, {full_once(state["sum"], p, o.initial_accumulator_value_)}, t};
+}
+
+AdagradRule adagrad_rule(const AdagradOptions& o) { return {o.lr_, o.lr_decay_, o.weight_decay_, o.eps_}; }
+
+}  // namespace
+
+void Adagrad::step() { step_params(adagrad_rule, adagrad_fused, adagrad_reference); }
 
 }  // namespace ember::optim

@@ -23,6 +23,22 @@ std::vector<StateSpec> adam_state_specs() {
           {"max_exp_avg_sq", StateKind::LikeParam}};
 }
 
+namespace {
+
+// The step counted, and the moments made on the parameter's first step (undefined v_max without
+// amsgrad).
+struct AdamState {
+  int64_t t;
+  Tensor m, v, v_max;
+};
+AdamState adam_state(const Tensor& p, const AdamHyperParams& o, std::map<std::string, Tensor>& state) {
+  const int64_t t = count_step(state);
+  return {t, zeros_once(state["exp_avg"], p), zeros_once(state["exp_avg_sq"], p),
+          o.amsgrad_ ? zeros_once(state["max_exp_avg_sq"], p) : Tensor()};
+}
+
+}  // namespace
+
 // Note [Adam update]
 // With gradient g of parameter p at step t (counted per parameter: one skipped while its grad
 // was undefined does not advance), as torch.optim.Adam and torch.optim.AdamW compute it:
@@ -36,17 +52,16 @@ std::vector<StateSpec> adam_state_specs() {
 // has the same weight at every step. Coupled decay is divided by sqrt(v) like the gradient, so
 // parameters with large gradients are barely decayed; decoupling (Loshchilov & Hutter) shrinks
 // every weight by the same factor, which is why AdamW is the usual choice for transformers.
-void adam_update(const Tensor& p, const Tensor& grad, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
-                 WeightDecayMode mode) {
-  const auto t = static_cast<double>(count_step(state));
-
+// adam_reference is this, op by op; the fused kernel's rule is AdamUpdate in
+// core/kernel_bodies/optimizer_updates.h.
+void adam_reference(const Tensor& p, const Tensor& grad, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
+                    WeightDecayMode mode) {
+  const auto [t, m, v, v_max] = adam_state(p, o, state);
   Tensor g = grad;
   if (o.weight_decay_ != 0.0) {
     if (mode == WeightDecayMode::Coupled) g = g + p * o.weight_decay_;
     else p.mul_(1.0 - o.lr_ * o.weight_decay_);
   }
-  const Tensor& m = zeros_once(state["exp_avg"], p);
-  const Tensor& v = zeros_once(state["exp_avg_sq"], p);
   m.mul_(o.beta1_);
   m.add_(g, 1.0 - o.beta1_);
   v.mul_(o.beta2_);
@@ -54,22 +69,32 @@ void adam_update(const Tensor& p, const Tensor& grad, const AdamHyperParams& o, 
 
   const Tensor* second = &v;
   if (o.amsgrad_) {
-    const Tensor& v_max = zeros_once(state["max_exp_avg_sq"], p);
     v_max.copy_(maximum(v_max, v));
     second = &v_max;
   }
-  const double bias_correction1 = 1.0 - std::pow(o.beta1_, t);
-  const double bias_correction2 = 1.0 - std::pow(o.beta2_, t);
+  const double bias_correction1 = adam_bias_correction(o.beta1_, t);
+  const double bias_correction2 = adam_bias_correction(o.beta2_, t);
   const Tensor denom = sqrt(*second) / std::sqrt(bias_correction2) + o.eps_;
   p.add_(m / denom, -o.lr_ / bias_correction1);
+}
+
+FusedParam adam_fused(const Tensor& p, const Tensor& grad, const AdamHyperParams& o,
+                      std::map<std::string, Tensor>& state) {
+  const auto [t, m, v, v_max] = adam_state(p, o, state);
+  return {p, grad, {m, v, v_max}, t};
+}
+
+AdamRule adam_rule(const AdamHyperParams& o, WeightDecayMode mode) {
+  return {o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_, o.amsgrad_, mode == WeightDecayMode::Decoupled};
 }
 
 Adam::Adam(const std::vector<AdamParamGroup>& groups) : OptimizerWith("Adam", groups, adam_state_specs()) {}
 
 void Adam::step() {
-  for_each_param_with_grad([](const Tensor& p, const Tensor& g, const AdamOptions& o, ParamState& state) {
-    adam_update(p, g, o, state, WeightDecayMode::Coupled);
-  });
+  step_params([](const AdamOptions& o) { return adam_rule(o, WeightDecayMode::Coupled); }, adam_fused,
+              [](const Tensor& p, const Tensor& g, const AdamOptions& o, std::map<std::string, Tensor>& state) {
+                adam_reference(p, g, o, state, WeightDecayMode::Coupled);
+              });
 }
 
 }  // namespace ember::optim

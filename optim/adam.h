@@ -34,7 +34,8 @@ struct AdamHyperParams {
 };
 
 // Setters that return the concrete options type, so AdamWOptions(1e-3).betas(...).amsgrad(true)
-// stays an AdamWOptions.
+// stays an AdamWOptions. fused(false) runs the composed update instead of the fused kernel (Note
+// [Multi-tensor optimizer updates] in core/optimizer_step.h); both give the same bits on the CPU.
 template <class Options>
 struct AdamOptionsBase : AdamHyperParams {
   AdamOptionsBase(double lr, double weight_decay) : AdamHyperParams{lr, 0.9, 0.999, 1e-8, weight_decay, false} {}
@@ -43,6 +44,9 @@ struct AdamOptionsBase : AdamHyperParams {
   Options& eps(double v) { eps_ = v; return self(); }
   Options& weight_decay(double v) { weight_decay_ = v; return self(); }
   Options& amsgrad(bool v) { amsgrad_ = v; return self(); }
+  Options& fused(bool v) { fused_ = v; return self(); }
+
+  bool fused_ = true;  // not a hyper-parameter: not in fields()
 
  private:
   Options& self() { return static_cast<Options&>(*this); }
@@ -63,9 +67,13 @@ enum class WeightDecayMode {
 // The state of one parameter: step (int64 counter), exp_avg, exp_avg_sq, and max_exp_avg_sq with
 // amsgrad; the names of torch's state dicts.
 std::vector<StateSpec> adam_state_specs();
-// One update of parameter p with gradient g (under NoGradGuard, as every optimizer step).
-void adam_update(const Tensor& p, const Tensor& g, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
-                 WeightDecayMode mode);
+// One step of the parameters of an Adam or AdamW (OptimizerWith::step_params's arguments): the
+// rule of a group for the fused kernel, a parameter's part of the fused step (its state made
+// and its step counted), and the composed update of one parameter (the reference).
+AdamRule adam_rule(const AdamHyperParams& o, WeightDecayMode mode);
+FusedParam adam_fused(const Tensor& p, const Tensor& g, const AdamHyperParams& o, std::map<std::string, Tensor>& state);
+void adam_reference(const Tensor& p, const Tensor& g, const AdamHyperParams& o, std::map<std::string, Tensor>& state,
+                    WeightDecayMode mode);
 
 using AdamParamGroup = ParamGroup<AdamOptions>;
 

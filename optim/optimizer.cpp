@@ -92,6 +92,27 @@ size_t Optimizer::first_index(size_t group) const {
   return index;
 }
 
+bool Optimizer::takes_fused_step(size_t index, const Tensor& p) const {
+  if (!fused_step_accepts(p, p.grad())) return false;
+  for (const auto& [name, value] : state_[index])
+    if (spec_of(name)->kind == StateKind::LikeParam && !fused_step_accepts(p, value)) return false;
+  return true;
+}
+
+void FusedBatches::add(FusedParam param) {
+  const Tensor& p = param.param;
+  auto same = [&](const std::vector<FusedParam>& batch) {
+    return batch.front().param.device() == p.device() && batch.front().param.dtype() == p.dtype();
+  };
+  auto batch = std::find_if(batches_.begin(), batches_.end(), same);
+  if (batch == batches_.end()) batch = batches_.emplace(batches_.end());
+  batch->push_back(std::move(param));
+}
+
+void FusedBatches::run(const OptimizerRule& rule) const {
+  for (const auto& batch : batches_) fused_optimizer_step(rule, batch);
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (const auto& group : groups_)

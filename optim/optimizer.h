@@ -10,7 +10,10 @@
 //     per-parameter state, zero_grad, lr access for schedulers, state_dict/load_state_dict;
 //   - OptimizerWith<Options>: stores one Options per group and exposes it to the base by name
 //     (Options::fields lists every hyper-parameter once);
-//   - SGD, Adam, AdamW: the constructor's checks and the update rule, step().
+//   - SGD, Adam, AdamW, ...: the constructor's checks and the update rule, step(), written twice:
+//     as composed tensor ops (the reference) and as the rule of the fused kernel, which updates
+//     a group's parameters in one pass (Note [Multi-tensor optimizer updates] in
+//     core/optimizer_step.h); the option `fused` (default on) picks the kernel.
 // Parameters are numbered 0, 1, ... in group order; that index names their state.
 //
 // Note [Optimizer state_dict]
@@ -22,6 +25,7 @@
 //     state.<i>.<name>                     parameter i's state: float tensors shaped like the
 //                                          parameter (momentum_buffer, exp_avg, ...) and int64
 //                                          0-d counters (step), only once they exist
+// `fused` is not in the dict: it changes how the step is computed, not what.
 // The tensors are copies: stepping on does not change a saved dict. load_state_dict() checks the
 // whole dict against this optimizer (group sizes, state names and shapes, every hyper-parameter
 // present, no unknown key) before it changes anything, then copies the state onto the device and
@@ -35,6 +39,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
+#include "core/optimizer_step.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 
@@ -99,6 +104,9 @@ class Optimizer {
   ParamState& state(size_t param_index) { return state_[param_index]; }
   void check_group(size_t group) const;
   void check_lr(double lr) const;
+  // Whether parameter p (number `index`) can take the fused step: its grad and every state
+  // tensor shaped like it pass fused_step_accepts.
+  bool takes_fused_step(size_t index, const Tensor& p) const;
 
  private:
   // Implemented once, by OptimizerWith<Options>.
@@ -118,8 +126,20 @@ class Optimizer {
   std::vector<ParamState> state_;  // by parameter index
 };
 
+// The parameters of one group that take the fused step, in batches of one device and dtype:
+// one fused_optimizer_step each.
+class FusedBatches {
+ public:
+  void add(FusedParam param);
+  void run(const OptimizerRule& rule) const;
+
+ private:
+  std::vector<std::vector<FusedParam>> batches_;
+};
+
 // The per-group options of one optimizer type. `Options` provides
 //   double lr_;                                       the learning rate
+//   bool fused_;                                      the fused step, or the composed one
 //   void check(const std::string& optimizer) const;   rejects invalid hyper-parameters
 //   template <class Self, class Visit>
 //   static void fields(Self& options, Visit&& visit); visit("name", options.field_) for each one
@@ -147,17 +167,29 @@ class OptimizerWith : public Optimizer {
     }
   }
 
-  // fn(param, grad, options, state) for every parameter whose .grad is defined, under
-  // NoGradGuard: the update is not part of any graph (Note [In-place ops and autograd]).
-  template <class Fn>
-  void for_each_param_with_grad(Fn fn) {
+  // One update of every parameter whose .grad is defined, under NoGradGuard: the update is not
+  // part of any graph (Note [In-place ops and autograd]). In a group with `fused` on, the
+  // parameters that takes_fused_step are prepared by fused(param, grad, options, state), which
+  // makes their state and returns their FusedParam, and updated together by rule(options), one
+  // fused_optimizer_step per device and dtype. The others, and every parameter of a group with
+  // `fused` off, go through reference(param, grad, options, state), the composed update.
+  template <class Rule, class Fused, class Reference>
+  void step_params(Rule rule, Fused fused, Reference reference) {
     NoGradGuard no_grad;
     size_t index = 0;
-    for (size_t g = 0; g < num_param_groups(); ++g)
+    for (size_t g = 0; g < num_param_groups(); ++g) {
+      const Options& o = options_[g];
+      FusedBatches batches;
       for (const Tensor& p : params(g)) {
-        if (p.grad().defined()) fn(p, p.grad(), options_[g], state(index));
+        const Tensor& grad = p.grad();
+        if (grad.defined()) {
+          if (o.fused_ && takes_fused_step(index, p)) batches.add(fused(p, grad, o, state(index)));
+          else reference(p, grad, o, state(index));
+        }
         ++index;
       }
+      batches.run(rule(o));
+    }
   }
 
  private:

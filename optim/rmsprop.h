@@ -4,7 +4,8 @@
 namespace ember::optim {
 
 // RMSpropOptions(1e-2).alpha(0.99).eps(1e-8).weight_decay(0).momentum(0).centered(false): the
-// defaults of torch.optim.RMSprop.
+// defaults of torch.optim.RMSprop. fused(false): the composed update instead of the fused kernel
+// (Note [Multi-tensor optimizer updates] in core/optimizer_step.h); the same bits on the CPU.
 struct RMSpropOptions {
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
   RMSpropOptions& lr(double v) { lr_ = v; return *this; }
@@ -13,6 +14,7 @@ struct RMSpropOptions {
   RMSpropOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   RMSpropOptions& momentum(double v) { momentum_ = v; return *this; }
   RMSpropOptions& centered(bool v) { centered_ = v; return *this; }
+  RMSpropOptions& fused(bool v) { fused_ = v; return *this; }
 
   double lr_;
   double alpha_ = 0.99;
@@ -20,6 +22,7 @@ struct RMSpropOptions {
   double weight_decay_ = 0.0;
   double momentum_ = 0.0;
   bool centered_ = false;
+  bool fused_ = true;  // not a hyper-parameter: not in fields()
 
   void check(const std::string& optimizer) const;
   template <class Self, class Visit>

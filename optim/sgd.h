@@ -4,6 +4,8 @@
 namespace ember::optim {
 
 // SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-4); defaults as torch.optim.SGD.
+// fused(false) runs the composed update instead of the fused kernel (Note [Multi-tensor
+// optimizer updates] in core/optimizer_step.h); both give the same bits on the CPU.
 struct SGDOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
   SGDOptions& lr(double v) { lr_ = v; return *this; }
@@ -12,6 +14,7 @@ struct SGDOptions {
   SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
   SGDOptions& maximize(bool v) { maximize_ = v; return *this; }
+  SGDOptions& fused(bool v) { fused_ = v; return *this; }
 
   double lr_;
   double momentum_ = 0.0;
@@ -19,6 +22,7 @@ struct SGDOptions {
   double weight_decay_ = 0.0;
   bool nesterov_ = false;
   bool maximize_ = false;
+  bool fused_ = true;  // not a hyper-parameter: not in fields()
 
   void check(const std::string& optimizer) const;
   template <class Self, class Visit>

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -19,6 +22,11 @@
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
 #include "cuda/cudnn.h"
+#include "optim/adagrad.h"
+#include "optim/adam.h"
+#include "optim/adamw.h"
+#include "optim/rmsprop.h"
+#include "optim/sgd.h"
 
 using namespace ember;
 
@@ -97,6 +105,7 @@ TEST(CudaContext, KernelsAreRegistered) {
   EXPECT_TRUE(kernels::fingerprint.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::cumsum.has(DeviceType::CUDA));
   EXPECT_TRUE(kernels::sort.has(DeviceType::CUDA));
+  EXPECT_TRUE(kernels::optimizer_step.has(DeviceType::CUDA));
 }
 
 TEST(CudaContext, BadIndexMessagesNameTheOp) {
@@ -896,6 +905,80 @@ TEST(Cuda, MemoryStatsAreExact) {
   memory::empty_cache(kCUDA);
   EXPECT_EQ(memory::stats(kCUDA).live_bytes, before.live_bytes);
   cuda::synchronize();
+}
+
+// The same dtype, shape and bytes, the CUDA tensor copied back (-0 is not +0 here).
+void expect_same_bits(const Tensor& cuda_result, const Tensor& cpu_result, const std::string& what) {
+  ASSERT_TRUE(cuda_result.device().is_cuda()) << what;
+  ASSERT_EQ(cuda_result.dtype(), cpu_result.dtype()) << what;
+  ASSERT_EQ(cuda_result.shape(), cpu_result.shape()) << what;
+  const Tensor got = cuda_result.to(kCPU).contiguous(), want = cpu_result.contiguous();
+  if (want.nbytes() == 0) return;  // empty: no data pointer to compare
+  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << what << " differs";
+}
+
+// The fused optimizer step: one launch per group and dtype gives the CPU kernel's bits (both
+// compile the rules of core/kernel_bodies/optimizer_updates.h without contraction, Note
+// [Replaying the composed update's rounding]), for every optimizer, over steps where one
+// parameter has no grad, with pieces of parameters bigger and smaller than a block's.
+TEST(Cuda, FusedOptimizerStepMatchesCpuBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD nesterov", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::SGD>(
+             std::move(p), optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01).maximize(true));
+       }},
+      {"SGD dampened", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1).momentum(0.9).dampening(0.3));
+       }},
+      {"Adam", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(0.01).weight_decay(0.05).amsgrad(true));
+       }},
+      {"AdamW", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01).amsgrad(true));
+       }},
+      {"RMSprop", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::RMSprop>(
+             std::move(p), optim::RMSpropOptions(0.01).weight_decay(0.01).centered(true).momentum(0.5));
+       }},
+      {"Adagrad", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Adagrad>(std::move(p),
+                                                 optim::AdagradOptions(0.1).lr_decay(0.1).weight_decay(0.01));
+       }},
+  };
+  const std::vector<Shape> shapes = {{3, 5000}, {17}, {20000}, {1}, {0}, {129, 7}};
+  for (const auto& [name, make] : optimizers)
+    for (DType dtype : {kFloat32, kFloat64}) {
+      const std::string what = name + ", " + dtype_name(dtype);
+      manual_seed(0);
+      std::vector<Tensor> cpu, gpu;
+      for (const Shape& shape : shapes) {
+        cpu.push_back(randn(shape, dtype).requires_grad_());
+        gpu.push_back(cpu.back().detach().to(kCUDA).requires_grad_());
+      }
+      auto on_cpu = make(cpu), on_gpu = make(gpu);
+      for (int k = 0; k < 3; ++k) {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          const Tensor g = i == 3 && k == 1 ? Tensor() : randn(shapes[i], dtype);
+          cpu[i].set_grad(g);
+          gpu[i].set_grad(g.defined() ? g.to(kCUDA) : g);
+        }
+        on_cpu->step();
+        on_gpu->step();
+      }
+      for (size_t i = 0; i < shapes.size(); ++i)
+        expect_same_bits(gpu[i], cpu[i], what + ", parameter " + std::to_string(i));
+      const optim::StateDict cpu_state = on_cpu->state_dict(), gpu_state = on_gpu->state_dict();
+      ASSERT_EQ(gpu_state.size(), cpu_state.size()) << what;
+      for (const auto& [key, value] : cpu_state) {
+        if (gpu_state.at(key).device().is_cpu()) {  // the groups' entries and the step counters
+          EXPECT_EQ(gpu_state.at(key).to_vector<double>(), value.to_vector<double>()) << what << ", " << key;
+          continue;
+        }
+        expect_same_bits(gpu_state.at(key), value, what + ", " + key);
+      }
+    }
 }
 
 TEST(Cuda, EmptySlotIsAClearError) {
