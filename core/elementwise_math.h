@@ -139,4 +139,11 @@ bool visit_binary(BinaryOp op, Fn&& fn) {
   return false;
 }
 
+// Dropout's forward and backward (kernels::masked_scale): x scaled where the mask keeps it, 0
+// where it drops it.
+template <class T>
+EMBER_HOST_DEVICE T masked_scale(uint8_t keep, T x, T scale) {
+  return keep ? x * scale : T(0);
+}
+
 }  // namespace ember::math

@@ -98,6 +98,8 @@ using UnaryFn = void(UnaryOp op, const Tensor& x, const Tensor& out, double a, d
 using BinaryFn = void(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out);
 // out = cond ? x : y; all of out's shape; cond is uint8
 using WhereFn = void(const Tensor& cond, const Tensor& x, const Tensor& y, const Tensor& out);
+// x, mask (uint8) and out contiguous, one shape: out = mask ? x * scale : 0 (dropout)
+using MaskedScaleFn = void(const Tensor& x, const Tensor& mask, double scale, const Tensor& out);
 // x contiguous viewed as [outer, k, inner]; out[outer, inner] = op over k
 using ReduceFn = void(ReduceOp op, const Tensor& x, int64_t outer, int64_t k, int64_t inner,
                       const Tensor& out);
@@ -106,8 +108,9 @@ using ArgmaxFn = void(const Tensor& x, int64_t outer, int64_t k, int64_t inner, 
 // out[b] = a[b] @ c[b] over a batch of one level, a: [B, M, K], c: [B, K, N], or of two,
 // a: [B1, B2, M, K], c: [B1, B2, K, N] (Note [Two batch levels] in core/ops/matmul.cpp); out is
 // contiguous with a's batch dims and [M, N]. The last two dims of a and c are row-major or
-// column-major (a transposed view); batch strides may be 0.
-using MatmulFn = void(const Tensor& a, const Tensor& c, const Tensor& out);
+// column-major (a transposed view); batch strides may be 0. accumulate: out += a @ c (out holds a
+// bias, Note [A bias in the product]).
+using MatmulFn = void(const Tensor& a, const Tensor& c, const Tensor& out, bool accumulate);
 
 // How a BLAS reads the last two dims [rows, cols] of a matmul operand: row-major with leading
 // dimension ld, or — a transposed view — column-major, passed as a transpose flag.
@@ -289,6 +292,7 @@ inline Kernel<TransferFn> transfer{"transfer"};
 inline Kernel<UnaryFn> unary{"unary"};
 inline Kernel<BinaryFn> binary{"binary"};
 inline Kernel<WhereFn> where{"where"};
+inline Kernel<MaskedScaleFn> masked_scale{"masked_scale"};
 inline Kernel<ReduceFn> reduce{"reduce"};
 inline Kernel<ArgmaxFn> argmax{"argmax"};
 inline Kernel<MatmulFn> matmul{"matmul"};

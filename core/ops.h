@@ -120,6 +120,8 @@ ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest
 
 // --- matmul (core/ops/matmul.cpp): 1-D, 2-D and batched with broadcast batch dims ---
 Tensor matmul(const Tensor& a, const Tensor& b);
+// x @ weight.t() + bias (bias [out_features] or undefined), as torch.nn.functional.linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // (core/ops/einsum.cpp) Einstein summation, as torch.einsum: einsum("bij,bjk->bik", {a, b}).
 // Subscripts are letters; "..." stands for the dims an operand has beyond its letters; without
 // "->" the output is the ellipsis dims, then the letters used once, sorted (uppercase first).

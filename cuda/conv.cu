@@ -58,14 +58,14 @@ void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& 
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   Tensor cols = device_empty({g.n, ck, cells}, x);
   dispatch_floating(x.dtype(), "conv2d", [&]<class T>() { im2col(x.data<T>(), g, ck * cells, cells, cols); });
-  kernels::matmul[x.device()](weight.unsqueeze(0).expand({g.n, oc, ck}), cols, out);
+  kernels::matmul[x.device()](weight.unsqueeze(0).expand({g.n, oc, ck}), cols, out, false);
 }
 
 void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
   if (cudnn::conv2d_backward_input(grad, weight, g, grad_x)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   Tensor cols = device_empty({g.n, ck, cells}, grad);
-  kernels::matmul[grad.device()](weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols);
+  kernels::matmul[grad.device()](weight.t().unsqueeze(0).expand({g.n, ck, oc}), grad, cols, false);
   dispatch_floating(grad.dtype(), "conv2d backward", [&]<class T>() {
     with_index_type(std::max(cols.numel(), grad_x.numel()), [&]<class I>() {
       const conv_bodies::Geometry<I> geometry = conv_bodies::Geometry<I>::from(g);
@@ -92,7 +92,7 @@ void weight_gradient_of_samples(const Tensor& grad, const Tensor& x, Window2d g,
     im2col(x.data<T>() + n0 * g.c * g.h * g.w, g, cells, count * cells, cols);
   });
   kernels::matmul[grad.device()](g_rows.view({1, oc, count * cells}), cols.unsqueeze(0).transpose(1, 2),
-                                 grad_weight.unsqueeze(0));
+                                 grad_weight.unsqueeze(0), false);
 }
 
 void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {

@@ -108,7 +108,25 @@ void where_cuda(const Tensor& cond, const Tensor& x, const Tensor& y, const Tens
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::unary, DeviceType::CUDA, &unary_cuda) &&
+// out = mask ? x * scale : 0 over contiguous tensors (dropout), one thread per element.
+template <class T>
+struct MaskedScaleBody {
+  const T* x;
+  const uint8_t* keep;
+  T scale;
+  T* out;
+  __device__ void operator()(int64_t i) const { out[i] = math::masked_scale(keep[i], x[i], scale); }
+};
+
+void masked_scale_cuda(const Tensor& x, const Tensor& mask, double scale, const Tensor& out) {
+  dispatch_floating(x.dtype(), "masked_scale", [&]<class T>() {
+    for_each(out.device(), out.numel(),
+             MaskedScaleBody<T>{x.data<T>(), mask.data<uint8_t>(), static_cast<T>(scale), out.data<T>()});
+  });
+}
+
+const bool registered = kernels::add_kernel(kernels::masked_scale, DeviceType::CUDA, &masked_scale_cuda) &&
+                        kernels::add_kernel(kernels::unary, DeviceType::CUDA, &unary_cuda) &&
                         kernels::add_kernel(kernels::binary, DeviceType::CUDA, &binary_cuda) &&
                         kernels::add_kernel(kernels::where, DeviceType::CUDA, &where_cuda);
 

@@ -34,45 +34,46 @@ int to_int(int64_t v, const char* what) {
 // Row-major out[i] = op(a[i]) @ op(b[i]) for i < batch, out[i] contiguous [m, n] (see the Note).
 template <class T>
 void gemm_batched(cublasHandle_t handle, GemmLayout la, GemmLayout lb, int64_t batch, int64_t m, int64_t n,
-                  int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out) {
-  const T one = 1, zero = 0;
+                  int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out, T beta) {
+  const T one = 1;
   const int im = to_int(m, "m"), in = to_int(n, "n"), ik = to_int(k, "k"), count = to_int(batch, "batch");
   const int lda = to_int(la.ld, "lda"), ldb = to_int(lb.ld, "ldb");
   if constexpr (std::is_same_v<T, float>) {
     CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
-                                           stride_a, &zero, out, in, m * n, count));
+                                           stride_a, &beta, out, in, m * n, count));
   } else {
     CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
-                                           stride_a, &zero, out, in, m * n, count));
+                                           stride_a, &beta, out, in, m * n, count));
   }
 }
 
-void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out) {
+void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
   const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int index = out.device().index;
   DeviceGuard guard(index);
-  if (k == 0) {  // an empty sum: zeros (all-zero bytes are 0.0 in IEEE floats)
-    CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream(index)));
+  if (k == 0) {  // an empty sum: zeros (all-zero bytes are 0.0 in IEEE floats), or the bias as it is
+    if (!accumulate) CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), stream(index)));
     return;
   }
   cublasHandle_t handle = cublas_handle(index);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
     const GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
+    const T beta = accumulate ? T(1) : T(0);
     if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
       gemm_batched<T>(handle, GemmLayout{false, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
-                      out.data<T>());
+                      out.data<T>(), beta);
       return;
     }
     if (ba.folds() && bb.folds()) {  // one level: one strided-batched call
       gemm_batched<T>(handle, la, lb, batch, m, n, k, a.data<T>(), ba.inner_stride, b.data<T>(), bb.inner_stride,
-                      out.data<T>());
+                      out.data<T>(), beta);
       return;
     }
     // cuBLAS takes one batch stride per operand: one strided-batched call per outer group.
     for (int64_t o = 0; o < ba.outer; ++o)
       gemm_batched<T>(handle, la, lb, ba.inner, m, n, k, a.data<T>() + o * ba.outer_stride, ba.inner_stride,
-                      b.data<T>() + o * bb.outer_stride, bb.inner_stride, out.data<T>() + o * ba.inner * m * n);
+                      b.data<T>() + o * bb.outer_stride, bb.inner_stride, out.data<T>() + o * ba.inner * m * n, beta);
   });
 }
 

@@ -35,11 +35,4 @@ std::string Linear::extra_repr() const {
                         bool_repr(bias.defined()));
 }
 
-namespace functional {
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  Tensor y = matmul(x, weight.t());  // a transposed view: the gemm reads it with a flag, no copy
-  return bias.defined() ? y + bias : y;
-}
-}  // namespace functional
-
 }  // namespace ember::nn

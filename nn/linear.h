@@ -19,7 +19,7 @@ class Linear : public Module {
 };
 
 namespace functional {
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+using ember::linear;  // core/ops.h: x @ weight.t() + bias
 }
 
 }  // namespace ember::nn

@@ -578,6 +578,22 @@ void expect_same_forward_backward(const TensorFn& fn,
   }
 }
 
+// linear's bias in the product (Note [A bias in the product]) and dropout's masked scale.
+TEST(Cuda, LinearAndMaskedScaleMatchCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == kFloat32 ? 1e-4 : 1e-12;
+    expect_same_forward_backward([](const std::vector<Tensor>& v) { return linear(v[0], v[1], v[2]); },
+                                 {randn({2, 5, 7}).to(dtype), randn({3, 7}).to(dtype), randn({3}).to(dtype)}, tol);
+    const Tensor x = randn({1000}).to(dtype), keep = rand({1000}) >= 0.3;
+    Tensor want = empty({1000}, dtype), got = empty({1000}, TensorOptions(dtype).with_device(kCUDA));
+    kernels::masked_scale[kCPU](x, keep, 1.0 / 0.7, want);
+    kernels::masked_scale[kCUDA](x.to(kCUDA), keep.to(kCUDA), 1.0 / 0.7, got);
+    expect_matches(got, want, 0.0);
+  }
+}
+
 TEST(Cuda, NllLossMatchesCpuAndChecksTargetsOnTheDevice) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   // Note [Index errors found on the device]: the call does not wait for the device to check its

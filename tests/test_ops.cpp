@@ -197,6 +197,15 @@ TEST_F(Ops, MatmulGradcheck) {
   EXPECT_GRADCHECK([](auto& x) { return matmul(x[0], x[1]); }, {leaf({4}), leaf({4, 3})});
   EXPECT_GRADCHECK([](auto& x) { return matmul(x[0], x[1]); }, {leaf({2, 4}), leaf({4})});
   EXPECT_GRADCHECK([](auto& x) { return matmul(x[0], x[1]); }, {leaf({4}), leaf({4})});
+  // linear: the bias goes into the product (Note [A bias in the product]); 1-D, 2-D and 3-D inputs
+  EXPECT_GRADCHECK([](auto& x) { return linear(x[0], x[1], x[2]); }, {leaf({3, 4}), leaf({2, 4}), leaf({2})});
+  EXPECT_GRADCHECK([](auto& x) { return linear(x[0], x[1], x[2]); }, {leaf({2, 3, 4}), leaf({5, 4}), leaf({5})});
+  EXPECT_GRADCHECK([](auto& x) { return linear(x[0], x[1], x[2]); }, {leaf({4}), leaf({3, 4}), leaf({3})});
+  EXPECT_GRADCHECK([](auto& x) { return linear(x[0], x[1]); }, {leaf({3, 4}), leaf({2, 4})});
+  const Tensor x = randn({2, 3, 4}), w = randn({5, 4}), b = randn({5});
+  expect_near(linear(x, w, b), values(matmul(x, w.t()) + b), 1e-5);
+  expect_near(linear(tensor({1, 2}), tensor({1, 1, 0, 1}).reshape({2, 2}), tensor({10, 20})), {13, 22});
+  expect_near(linear(zeros({2, 0}), zeros({3, 0}), tensor({1, 2, 3})), {1, 2, 3, 1, 2, 3});  // an empty sum: the bias
 }
 
 TEST_F(Ops, Losses) {
@@ -284,6 +293,14 @@ TEST_F(Ops, BadInputThrowsNamingTheOpAndShapes) {
   expect_error([] { matmul(zeros({2, 3}, kInt64), zeros({3, 5}, kInt64)); }, "[matmul] expects a floating point tensor, got int64");
   expect_error([] { matmul(zeros({2, 3, 4}), zeros({5, 4, 2})); }, "[matmul] shapes [2] and [5] cannot be broadcast");
   expect_error([] { matmul(scalar_tensor(1), zeros({2})); }, "[matmul] both arguments need at least 1 dim");
+  expect_error([] { linear(zeros({2, 3}), zeros({4, 5}), zeros({4})); },
+               "[linear] input of shape [2, 3] does not match the weight's in_features 5 (weight [4, 5])");
+  expect_error([] { linear(zeros({2, 3}), zeros({4, 3}), zeros({3})); },
+               "[linear] bias of shape [3] does not match the weight's out_features 4 (weight [4, 3])");
+  expect_error([] { linear(zeros({2, 3}), zeros({3}), Tensor()); },
+               "[linear] expects a 2-D weight [out_features, in_features], got shape [3]");
+  expect_error([] { linear(zeros({2, 3}), zeros({4, 3}), zeros({4}, kFloat64)); },
+               "[linear] expected one dtype, got input float32, weight float32 and bias float64");
   expect_error([] { sum(zeros({2, 3}), {2}); }, "[sum] dim 2 is out of range for a tensor with 2 dim(s)");
   expect_error([] { sum(zeros({2, 3}), {1, -1}); }, "[sum] dim [1, -1] names a dim more than once");
   expect_error([] { softmax(zeros({2, 3}), 3); }, "[softmax] dim 3 is out of range");

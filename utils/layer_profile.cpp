@@ -1,24 +1,25 @@
 // Note [Profiling a step]
 // The planner predicts the peak of a checkpointed step from the bytes of a plain one, so the
 // profile runs a whole plain training step and measures, module by module:
-//  * the forward: live bytes after each module, the peak while it ran (its temporaries: a Linear's
-//    matmul output before the bias is added), whether it saved anything for backward, and whether
+//  * the forward: live bytes after each module, the peak while it ran (its temporaries, such as
+//    the inputs a module makes contiguous), whether it saved anything for backward, and whether
 //    its output is still held by the graph once the forward is over (a weak pointer to its storage);
 //  * the backward: the peak while backward was inside each module. An identity op between every two
 //    modules (BoundaryReached) does nothing in the forward; in backward the engine runs it when the
 //    gradient of the module before it is complete, i.e. when backward leaves one module for the
 //    previous one, and it reads the peak statistic and resets it. Each module's backward peak thus
 //    contains everything backward holds there: the gradient flowing in, the node's outputs and
-//    temporaries, the parameter gradients made so far (and a copy, when one is made on first arrival), next to
-//    what the forward still keeps. The planner measures rather than models all of that.
+//    temporaries, the parameter gradients made so far (and a copy, when one is made on first
+//    arrival), next to what the forward still keeps. The planner measures rather than models all
+//    of that.
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
 // loss a model is trained with.
 // The cost of recomputing a module is counted in arithmetic operations from the shapes of the ops
-// it runs (an op observer sees them): 2 M N K for a matmul, 2 per output element and weight
-// element of its output channel for a convolution, one per output element for any other op but
-// a view (which computes nothing). It is
-// a stand-in for time that is the same on every run, so the plan is too.
+// it runs (an op observer sees them): 2 M N K for a matmul (and M N more for a bias), 2 per output
+// element and weight element of its output channel for a convolution, one per output element for
+// any other op but a view (which computes nothing). It is a stand-in for time that is the same on
+// every run, so the plan is too.
 #include "utils/layer_profile.h"
 
 #include <algorithm>
@@ -89,7 +90,7 @@ struct WorkCounter final : autograd::OpObserver {
 
   std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) override {
     const std::string name = op;
-    if (name == "matmul") per_output_element = 2 * args.at(0).size(-1);
+    if (name == "matmul") per_output_element = 2 * args.at(0).size(-1) + (args.size() > 2 && args[2].defined());  // + bias
     else if (name == "conv2d") per_output_element = 2 * (args.at(1).numel() / args.at(1).size(0));
     else per_output_element = 1;
     inputs.clear();

@@ -2,6 +2,7 @@
 // The op is chosen by a switch outside the loop; the loop body is a functor of the shared math
 // table (Note [One math table]) that the compiler inlines, so there is no call per element (see
 // Note [CPU elementwise loops]).
+#include <algorithm>
 #include <cmath>
 
 #include "core/convert.h"
@@ -120,7 +121,30 @@ void where_cpu(const Tensor& cond, const Tensor& x, const Tensor& y, const Tenso
   });
 }
 
+// Chunks of kMaskedScaleChunk elements per task, each a loop over values (Note [Row loops take
+// values] in core/cpu/reduce.cpp).
+constexpr int64_t kMaskedScaleChunk = 16384;
+
+template <class T>
+void masked_scale_chunk(const T* x, const uint8_t* keep, T* out, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) out[i] = math::masked_scale(keep[i], x[i], scale);
+}
+
+void masked_scale_cpu(const Tensor& x, const Tensor& mask, double scale, const Tensor& out) {
+  dispatch_floating(x.dtype(), "masked_scale", [&]<class T>() {
+    const T *px = x.data<T>();
+    const uint8_t* pm = mask.data<uint8_t>();
+    T* po = out.data<T>();
+    const int64_t n = x.numel(), chunks = (n + kMaskedScaleChunk - 1) / kMaskedScaleChunk;
+    parallel_for(chunks, n, [&](int64_t c) {
+      const int64_t at = c * kMaskedScaleChunk, len = std::min(kMaskedScaleChunk, n - at);
+      simd_dispatch([&] { masked_scale_chunk(px + at, pm + at, po + at, len, static_cast<T>(scale)); });
+    });
+  });
+}
+
 const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu) &&
+                        kernels::add_kernel(kernels::masked_scale, DeviceType::CPU, &masked_scale_cpu) &&
                         kernels::add_kernel(kernels::copy, DeviceType::CPU, &copy_cpu) &&
                         kernels::add_kernel(kernels::unary, DeviceType::CPU, &unary_cpu) &&
                         kernels::add_kernel(kernels::binary, DeviceType::CPU, &binary_cpu) &&

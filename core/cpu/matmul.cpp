@@ -11,23 +11,24 @@
 namespace ember::cpu {
 namespace {
 
-void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
+void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
   const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
     T* c = out.data<T>();
-    if (k == 0) {
-      std::fill(c, c + out.numel(), T(0));
+    if (k == 0) {  // an empty sum
+      if (!accumulate) std::fill(c, c + out.numel(), T(0));
       return;
     }
+    const T beta = accumulate ? T(1) : T(0);
     const kernels::GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
     if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {
-      gemm<T>(false, lb.transposed, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, T(0), c, n);
+      gemm<T>(false, lb.transposed, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, beta, c, n);
       return;
     }
     for (int64_t i = 0; i < batch; ++i)
       gemm<T>(la.transposed, lb.transposed, m, n, k, a.data<T>() + ba.offset(i), la.ld, b.data<T>() + bb.offset(i),
-              lb.ld, T(0), c + i * m * n, n);
+              lb.ld, beta, c + i * m * n, n);
   });
 }
 

@@ -1,5 +1,6 @@
 // matmul: PyTorch's rules (1-D operands are promoted to a row/column and squeezed back, batch
-// dims broadcast), one kernel call on [B1, B2, M, K] x [B1, B2, K, N].
+// dims broadcast), one kernel call on [B1, B2, M, K] x [B1, B2, K, N]; linear: x @ w.t() + bias
+// with the bias in the product (Note [A bias in the product]).
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -46,9 +47,20 @@ Tensor as_batched(const Tensor& t, const Shape& batch) {
   return ops::view_strides(e.shape(), e.strides(), levels) ? e.view(levels) : e.contiguous().view(levels);
 }
 
+// Note [A bias in the product]
+// x @ w.t() + bias as a product and an add is three passes over the output: BLAS writes zeros
+// into it (its beta = 0 case), the product, and the add reads it and writes a new tensor. With
+// the bias copied into the output first and the product accumulated onto it (beta = 1), it is
+// two, and one tensor. So Matmul takes an optional bias, broadcast to the product's shape, and
+// linear() passes its bias there. The sums round in another order than (x @ w.t()) + bias, by an
+// ulp or so; the gradients are the same formulas, the bias's the output's gradient summed to its
+// shape.
 struct Matmul : Function<Matmul> {
   static constexpr const char* name = "matmul";
-  static Tensor forward(Ctx& c, const Tensor& a, const Tensor& b) {
+  struct State {
+    Shape bias_shape;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b, const Tensor& bias) {
     const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
     Shape batch = broadcast_shapes(batch_a, batch_b, name);
     const int64_t nb = numel_of(batch), m = a.size(-2), n = b.size(-1);
@@ -58,13 +70,17 @@ struct Matmul : Function<Matmul> {
     c.save(a);
     c.save(b);
     Tensor out = ops::empty_on({nb, m, n}, a.dtype(), a.device());
+    if (bias.defined()) {
+      s.bias_shape = bias.shape();
+      out.view(out_shape).copy_(bias.expand(out_shape));
+    }
     if (out.numel() > 0) {
       const Tensor ba = as_batched(a, batch), bb = as_batched(b, batch);
-      kernels::matmul[a.device()](ba, bb, out.view({ba.size(0), ba.size(1), m, n}));
+      kernels::matmul[a.device()](ba, bb, out.view({ba.size(0), ba.size(1), m, n}), bias.defined());
     }
     return out.view(out_shape);
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor a = c.saved(0), b = c.saved(1);
     Tensor ga, gb;
     if (c.needs_input_grad(0)) ga = sum_to(matmul(g, b.transpose(-1, -2)), a.shape());
@@ -76,7 +92,7 @@ struct Matmul : Function<Matmul> {
         gb = sum_to(matmul(a.transpose(-1, -2), g), b.shape());
       }
     }
-    return {ga, gb};
+    return {ga, gb, c.needs_input_grad(2) ? sum_to(g, s.bias_shape) : Tensor()};
   }
 
   // Note [A weight's gradient in its layout]
@@ -103,10 +119,30 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
   EMBER_CHECK(a2.size(-1) == b2.size(-2), "[matmul] shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
               " cannot be multiplied (", a2.size(-1), " != ", b2.size(-2), ")");
-  Tensor out = Matmul::apply(a2, b2);
+  Tensor out = Matmul::apply(a2, b2, Tensor());
   if (b.dim() == 1) out = out.squeeze(-1);
   if (a.dim() == 1) out = out.squeeze(a.dim() == 1 && b.dim() == 1 ? 0 : -2);
   return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops::check_defined(x, "linear");
+  ops::check_defined(weight, "linear", "weight");
+  EMBER_CHECK(weight.dim() == 2, "[linear] expects a 2-D weight [out_features, in_features], got shape ",
+              shape_str(weight.shape()));
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "[linear] input of shape ", shape_str(x.shape()),
+              " does not match the weight's in_features ", weight.size(1), " (weight ", shape_str(weight.shape()), ")");
+  if (!bias.defined()) return matmul(x, weight.t());
+  ops::check_same_device(x, weight, "linear");
+  ops::check_same_device(x, bias, "linear");
+  EMBER_CHECK(x.dtype() == weight.dtype() && bias.dtype() == weight.dtype(), "[linear] expected one dtype, got input ",
+              x.dtype(), ", weight ", weight.dtype(), " and bias ", bias.dtype());
+  ops::check_floating(x, "linear");
+  EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "[linear] bias of shape ", shape_str(bias.shape()),
+              " does not match the weight's out_features ", weight.size(0), " (weight ", shape_str(weight.shape()),
+              ")");
+  if (x.dim() == 1) return Matmul::apply(x.unsqueeze(0), weight.t(), bias).squeeze(0);
+  return Matmul::apply(x, weight.t(), bias);  // the transposed view reaches the gemm as a flag
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return ember::matmul(*this, other); }

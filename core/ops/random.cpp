@@ -52,6 +52,14 @@ using autograd::Grads;
 
 namespace {
 
+// mask ? x * scale : 0 in one pass (kernels::masked_scale), for the forward and the backward.
+Tensor masked_scale(const Tensor& x, const Tensor& mask, double scale) {
+  const Tensor in = x.contiguous();
+  Tensor out = ops::empty_on(in.shape(), in.dtype(), in.device());
+  if (out.numel() > 0) kernels::masked_scale[in.device()](in, mask, scale, out);
+  return out;
+}
+
 // Keeps a uint8 mask (one byte per element) for backward rather than the input or a float mask.
 struct Dropout : Function<Dropout> {
   static constexpr const char* name = "dropout";
@@ -62,9 +70,9 @@ struct Dropout : Function<Dropout> {
     Tensor keep = rand(x.shape(), TensorOptions(x.dtype()).with_device(x.device())) >= p;
     s.scale = 1.0 / (1.0 - p);
     c.save(keep);
-    return x * keep * s.scale;
+    return masked_scale(x, keep, s.scale);
   }
-  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g * c.saved(0) * s.scale}; }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {masked_scale(g, c.saved(0), s.scale)}; }
 };
 
 }  // namespace
