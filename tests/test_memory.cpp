@@ -171,3 +171,20 @@ TEST(Memory, LinearWeightGradientIsNotCopied) {
   EXPECT_TRUE(w.grad().is_contiguous());
   EXPECT_EQ(values(w.grad()), values(matmul(seed.t(), x)));
 }
+
+// Note [Split as one node]: the pieces' gradients are written into one input-sized tensor (zeros
+// only for the piece that got none), which becomes the input's .grad: no input-sized zero tensor
+// per piece and no sum of them.
+TEST(Memory, SplitBackwardMakesOneInputSizedGradient) {
+  Tensor x = zeros({4, 6}).requires_grad_();
+  const std::vector<Tensor> pieces = chunk(x, 3, 1);
+  const Tensor y = pieces[0] + pieces[2];
+  const Tensor seed = arange(8.0).reshape({4, 2});
+  const int64_t before = live();
+  memory::reset_peak();
+  y.backward(seed);
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + 4 * 6 * 4);
+  EXPECT_EQ(live(), before + 4 * 6 * 4);
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{0, 1, 0, 0, 0, 1, 2, 3, 0, 0, 2, 3,
+                                                   4, 5, 0, 0, 4, 5, 6, 7, 0, 0, 6, 7}));
+}

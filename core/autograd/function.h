@@ -46,8 +46,8 @@
 // used): not zeros, so a backward that can skip a term does not pay for a tensor of zeros — it
 // tests g[i].defined(), and materializes zeros itself where a formula needs them. The forward's
 // return type and the backward's parameter go together (a static_assert says so), and the
-// outputs must be distinct tensors, none of them an argument. ember's own multi-piece ops
-// (split, chunk) need none of this: each piece is a narrow view, a single-output node of its own.
+// outputs must be distinct tensors, none of them an argument. ember's split (and chunk) is such
+// an op: one node for all its pieces (Note [Split as one node] in core/ops/index.cpp).
 //
 // Note [Gradient shapes]
 // FunctionNode fits what a backward returns to the inputs before the engine sees it: a gradient

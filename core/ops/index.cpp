@@ -108,6 +108,45 @@ struct Cat : Function<Cat> {
   }
 };
 
+// Note [Split as one node]
+// Each piece as a narrow() of its own is a node whose backward builds a zero tensor of the whole
+// input and writes its piece into it, and the engine then adds the pieces' input-sized gradients:
+// for attention's qkv(x).chunk(3, -1), three input-sized zero fills and two input-sized sums per
+// block, where one input-sized gradient is all there is. So split is one node with an output per
+// piece (Note [Multi-output functions]), each piece a view of the input, and its backward writes
+// each piece's gradient into its slice of one tensor, zeros only for a piece that got none.
+struct Split : Function<Split> {
+  static constexpr const char* name = "split";
+  struct State {
+    Shape input_shape, sizes;
+    int64_t dim;
+  };
+  static std::vector<Tensor> forward(Ctx&, State& s, const Tensor& x, const Shape& sizes, int64_t dim) {
+    s = {x.shape(), sizes, dim};
+    std::vector<Tensor> pieces;
+    int64_t offset = 0;
+    for (int64_t size : sizes) {
+      pieces.push_back(x.narrow(dim, offset, size));
+      offset += size;
+    }
+    return pieces;
+  }
+  static Grads backward(Ctx&, const State& s, const Grads& g) {
+    const Tensor& any = *std::find_if(g.begin(), g.end(), [](const Tensor& t) { return t.defined(); });
+    Tensor gx = ops::empty_on(s.input_shape, any.dtype(), any.device());
+    int64_t offset = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const Tensor slot = gx.narrow(s.dim, offset, s.sizes[i]);
+      if (slot.numel() > 0) {
+        if (g[i].defined()) kernels::copy[gx.device()](g[i], slot);
+        else kernels::fill[gx.device()](slot, 0.0);
+      }
+      offset += s.sizes[i];
+    }
+    return {gx};
+  }
+};
+
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -178,13 +217,7 @@ std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim) {
   }
   EMBER_CHECK(total == x.size(d), "[split] sizes ", shape_str(sizes), " add up to ", total, " but dim ", d,
               " of the input of shape ", shape_str(x.shape()), " has size ", x.size(d));
-  std::vector<Tensor> pieces;
-  int64_t offset = 0;
-  for (int64_t size : sizes) {
-    pieces.push_back(x.narrow(d, offset, size));
-    offset += size;
-  }
-  return pieces;
+  return Split::apply(x, sizes, d);
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
