@@ -217,7 +217,7 @@ def main():
         train_images, train_labels = train_images[:args.train_limit], train_labels[:args.train_limit]
     batches = math.ceil(len(train_images) / args.batch_size)
 
-    make_resnet, _ = make_models(torch)["resnet20"]
+    make_resnet = make_models(torch)["resnet20"][0]
     model = make_resnet()
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
