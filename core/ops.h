@@ -246,11 +246,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 uint64_t fingerprint(const Tensor& x);
 
 // --- threads (core/cpu/parallel.cpp) ---
-// Sets the threads of ember's OpenMP loops and of OpenBLAS together.
+// Sets the threads of ember's OpenMP loops and of OpenBLAS together (oneDNN runs on that team).
 void set_num_threads(int n);
 int get_num_threads();
 
-// --- the CPU convolution's kernels (core/cpu/conv_backend.cpp) ---
+// --- which library runs the CPU's convolutions and float products (core/cpu/backends.cpp) ---
 // Reference: ember's im2col + gemm (core/cpu/conv.cpp), the readable one and the tests' oracle.
 // OneDNN: oneDNN's float32 convolutions (Note [Convolution through oneDNN]), the default when
 // ember is built with it (EMBER_DNNL); cases it does not take still run the reference. The
@@ -259,6 +259,13 @@ int get_num_threads();
 enum class ConvBackend { Reference, OneDNN };
 void set_conv_backend(ConvBackend backend);
 ConvBackend conv_backend();
+// Every float32 gemm of the CPU backend (matmul, linear, the reference convolution's products)
+// runs on OpenBLAS or on oneDNN's sgemm (Note [Two BLAS for one gemm] in core/cpu/blas.cpp);
+// oneDNN is the default when ember is built with it. float64 always runs on OpenBLAS.
+// EMBER_GEMM_BACKEND=openblas|onednn sets the starting choice, as for convolutions.
+enum class GemmBackend { OpenBLAS, OneDNN };
+void set_gemm_backend(GemmBackend backend);
+GemmBackend gemm_backend();
 bool has_onednn();  // built with oneDNN
 
 }  // namespace ember

@@ -70,4 +70,22 @@ class ReferenceConvScope {
   ConvBackend before_;
 };
 
+// Runs float products on `backend` while alive (Note [Two BLAS for one gemm]).
+class GemmBackendScope {
+ public:
+  explicit GemmBackendScope(GemmBackend backend) : before_(gemm_backend()) { set_gemm_backend(backend); }
+  ~GemmBackendScope() { set_gemm_backend(before_); }
+  GemmBackendScope(const GemmBackendScope&) = delete;
+  GemmBackendScope& operator=(const GemmBackendScope&) = delete;
+
+ private:
+  GemmBackend before_;
+};
+
+// The gemm backends this build has: OpenBLAS, and oneDNN where built with it.
+inline std::vector<GemmBackend> gemm_backends() {
+  if (has_onednn()) return {GemmBackend::OpenBLAS, GemmBackend::OneDNN};
+  return {GemmBackend::OpenBLAS};
+}
+
 }  // namespace ember::testutil

@@ -217,7 +217,7 @@ void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g
     T* po = out.data<T>();
     split.run([&](int64_t w, int64_t s) {
       const T* cols = columns(px + s * g.c * g.h * g.w, g, split.scratch<T>(w));
-      gemm<T>(false, false, oc, cells, ck, pw, ck, cols, cells, T(0), po + s * oc * cells, cells);
+      gemm(false, false, oc, cells, ck, pw, ck, cols, cells, T(0), po + s * oc * cells, cells);
     });
   });
 }
@@ -233,7 +233,7 @@ void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const W
     split.run([&](int64_t w, int64_t s) {
       // the columns' gradient W^T @ g_s, added back onto the input (it is the input's, if pointwise)
       T* cols = pointwise ? px + s * plane : split.scratch<T>(w);
-      gemm<T>(true, false, ck, cells, oc, pw, ck, pg + s * oc * cells, cells, T(0), cols, cells);
+      gemm(true, false, ck, cells, oc, pw, ck, pg + s * oc * cells, cells, T(0), cols, cells);
       if (!pointwise) col2im(cols, g, px + s * plane);
     });
   });
@@ -250,7 +250,7 @@ void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Windo
     split.run([&](int64_t w, int64_t s) {
       T* partial = split.scratch<T>(w);
       const T* cols = columns(px + s * g.c * g.h * g.w, g, partial + size);
-      gemm<T>(false, true, oc, ck, cells, pg + s * oc * cells, cells, cols, cells, T(1), partial, ck);
+      gemm(false, true, oc, ck, cells, pg + s * oc * cells, cells, cols, cells, T(1), partial, ck);
     });
     T* pgw = grad_weight.data<T>();
     std::copy_n(split.scratch<T>(0), size, pgw);

@@ -1,8 +1,7 @@
-// Matmul on the CPU is OpenBLAS's sgemm/dgemm, one call per matrix of the batch. A transposed
+// Matmul on the CPU is BLAS's gemm (core/cpu/blas.h), one call per matrix of the batch. A transposed
 // view (column-major last two dims) is passed as a transpose flag rather than copied, and so is a
 // row stride larger than the row (ld); batches whose right operand is shared (batch strides 0)
 // and whose left operand is contiguous collapse into one large gemm.
-#include <algorithm>
 
 #include "core/cpu/blas.h"
 #include "core/cpu/loops.h"
@@ -16,18 +15,14 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out, bool accumu
   const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
     T* c = out.data<T>();
-    if (k == 0) {  // an empty sum
-      if (!accumulate) std::fill(c, c + out.numel(), T(0));
-      return;
-    }
     const T beta = accumulate ? T(1) : T(0);
     const kernels::GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
     if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {
-      gemm<T>(false, lb.transposed, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, beta, c, n);
+      gemm(false, lb.transposed, batch * m, n, k, a.data<T>(), k, b.data<T>(), lb.ld, beta, c, n);
       return;
     }
     for (int64_t i = 0; i < batch; ++i)
-      gemm<T>(la.transposed, lb.transposed, m, n, k, a.data<T>() + ba.offset(i), la.ld, b.data<T>() + bb.offset(i),
+      gemm(la.transposed, lb.transposed, m, n, k, a.data<T>() + ba.offset(i), la.ld, b.data<T>() + bb.offset(i),
               lb.ld, beta, c + i * m * n, n);
   });
 }
