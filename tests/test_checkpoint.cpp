@@ -151,7 +151,7 @@ TEST_F(Checkpoint, ValueCheckCatchesStateThatChangedBeforeBackward) {
 }
 
 TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
-  Tensor a = randn({300, 257});  // large enough for the OpenMP loop to split it
+  Tensor a = randn({600, 257});  // large enough for the OpenMP loop to split it (Note [The parallel grain])
   const uint64_t f = fingerprint(a);
   EXPECT_EQ(fingerprint(a.clone()), f);
   const int threads = get_num_threads();
@@ -185,7 +185,7 @@ TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
 // Note [Fingerprints of permuted views]: a dense block in another dim order is read in memory
 // order; other layouts are copied. Either way the bits are those of the row-major copy.
 TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
-  Tensor a = randn({6, 7, 300});  // large enough for the OpenMP loop to split it
+  Tensor a = randn({12, 7, 1600});  // large enough for the OpenMP loop to split it (Note [The parallel grain])
   Tensor ones_dims = randn({1, 300, 1, 7});
   const std::vector<std::pair<const char*, Tensor>> views = {
       {"permute 2,0,1", a.permute({2, 0, 1})},
