@@ -182,21 +182,26 @@ TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
   expect_error([] { fingerprint(Tensor()); }, "[fingerprint]");
 }
 
-// Note [Fingerprints of permuted views]: a dense block in another dim order is read in memory
-// order; other layouts are copied. Either way the bits are those of the row-major copy.
+// Note [Fingerprints of strided views]: every view is read where it lies, in memory order, and
+// its bits are those of its row-major copy, whatever the layout.
 TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
   Tensor a = randn({12, 7, 1600});  // large enough for the OpenMP loop to split it (Note [The parallel grain])
   Tensor ones_dims = randn({1, 300, 1, 7});
+  // attention's q: a head-split view of one [b, t, 3 * h * e] projection, strides [t*3he, e, 3he, 1]
+  Tensor q = randn({8, 160, 3 * 4 * 32}).narrow(2, 0, 4 * 32).view({8, 160, 4, 32}).transpose(1, 2);
   const std::vector<std::pair<const char*, Tensor>> views = {
+      {"attention's head-split q", q},
+      {"every other element of the rows", a.slice(2, 1, 1600, 2)},
+      {"broadcast in the middle", randn({6, 1, 5}).expand({6, 4, 5})},
       {"permute 2,0,1", a.permute({2, 0, 1})},
       {"permute 1,2,0", a.permute({1, 2, 0})},
       {"transpose 0,2", a.transpose(0, 2)},
       {"size-1 dims reversed", ones_dims.permute({3, 2, 1, 0})},
       {"float64 transposed", randn({40, 30}, kFloat64).t()},
       {"uint8 transposed", randint(0, 256, {33, 65}, kUInt8).t()},
-      {"narrowed (gaps: copied)", a.narrow(2, 1, 200)},
-      {"narrowed and permuted (copied)", a.narrow(0, 1, 3).permute({2, 1, 0})},
-      {"broadcast (copied)", randn({5, 1}).expand({5, 9})},
+      {"narrowed (gaps between rows)", a.narrow(2, 1, 200)},
+      {"narrowed and permuted", a.narrow(0, 1, 3).permute({2, 1, 0})},
+      {"broadcast", randn({5, 1}).expand({5, 9})},
   };
   const int threads = get_num_threads();
   for (const auto& [what, v] : views) {
