@@ -130,6 +130,40 @@ TEST_F(Checkpoint, ByDefaultARecomputeWithOtherValuesIsAnError) {
                "holds other values than the forward saved");
 }
 
+// Note [One fingerprint per saved view]: a view saved twice is fingerprinted once, and a tensor
+// in memory freed by an earlier saved tensor (same address, shape and version) is not taken for
+// it. The first exp's output is saved (by exp) and freed, and the second's is made in the same
+// block of the caching allocator: taken for the first, it would get the first's fingerprint in
+// the forward and fail an honest recompute. When it does differ in the recompute, the check must
+// see it.
+TEST_F(Checkpoint, ValueCheckIsNotFooledByMemoryReusedBetweenSaves) {
+  double scale = 1.5;
+  const void* first_address = nullptr;
+  const void* second_address = nullptr;
+  auto fn = [&](const Tensor& x) {
+    const Tensor scaled = x * scale;  // made first, so that the second exp gets the first's block
+    Tensor first_sum;
+    {
+      const Tensor first = exp(x * 2.0);
+      first_address = first.raw_data();
+      first_sum = sum(first);
+    }
+    const Tensor second = exp(scaled);
+    second_address = second.raw_data();
+    return first_sum + sum(second * second);  // `second` saved twice: by exp and by the product
+  };
+  Tensor x = randn({3, 5}).requires_grad_();
+  Tensor out = utils::checkpoint(fn, x);
+  EXPECT_EQ(first_address, second_address) << "the second exp no longer reuses the first's block";
+  out.backward();  // an honest recompute passes
+  const Tensor d = x.detach();
+  testutil::expect_near(x.grad(), testutil::values(exp(d * 2.0) * 2.0 + exp(d * 3.0) * 3.0), 1e-3);
+
+  Tensor changed = utils::checkpoint(fn, x);
+  scale = 3.0;
+  expect_error([&] { changed.backward(); }, "holds other values than the forward saved");
+}
+
 TEST_F(Checkpoint, ValueCheckCatchesStateThatChangedBeforeBackward) {
   double scale = 2.0;  // captured by reference: the recompute sees the new value
   auto fn = [&](const Tensor& x) { return exp(x * scale); };

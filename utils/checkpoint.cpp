@@ -40,6 +40,7 @@
 #include <any>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/graph_region.h"
@@ -101,6 +102,37 @@ struct OpRecord {
   uint64_t output_fingerprint = 0;  // debug mode
 };
 
+// Note [One fingerprint per saved view]
+// Ops save the same view more than once: attention's weights are saved by the softmax (its
+// output) and by the product with v (its input), and they are the largest tensor a block saves.
+// The value check fingerprints the view once and reuses the result while the view is unchanged:
+// the same storage, still alive (the memo holds it weakly, so it keeps no memory alive and freed
+// memory reused by another tensor cannot match), the same element 0, shape, strides and dtype,
+// and the same version (no in-place write since). The last few views are remembered, enough for
+// an op's saves and the next op's.
+struct FingerprintMemo {
+  struct Seen {
+    std::weak_ptr<Storage> storage;
+    const void* data;
+    Shape shape, strides;
+    DType dtype;
+    uint64_t version, fingerprint;
+  };
+  static constexpr size_t kRemembered = 4;
+  std::vector<Seen> seen;  // the most recent last
+
+  uint64_t of(const Tensor& t) {
+    for (const Seen& s : seen)
+      if (s.storage.lock() == t.storage() && s.data == t.raw_data() && s.shape == t.shape() &&
+          s.strides == t.strides() && s.dtype == t.dtype() && s.version == t.version())
+        return s.fingerprint;
+    const uint64_t f = fingerprint(t);
+    if (seen.size() == kRemembered) seen.erase(seen.begin());
+    seen.push_back({t.storage(), t.raw_data(), t.shape(), t.strides(), t.dtype(), t.version(), f});
+    return f;
+  }
+};
+
 struct Frame {
   MultiFunction fn;
   CheckpointOptions options;
@@ -111,6 +143,7 @@ struct Frame {
   std::vector<OpRecord> ops;
   int current_op = -1;                  // forward: the op being recorded
   const char* recomputing_op = nullptr;  // recompute: the op running now
+  FingerprintMemo fingerprints;          // the value check's, forward and recompute
 
   bool checks_values() const { return options.debug || (options.determinism_check && options.check_values); }
   Tensor take(size_t index);
@@ -208,7 +241,7 @@ void Frame::fill(size_t& next, const Tensor& t) {
                             shape_str(e.shape), " ", e.dtype, " on ", e.device);
   }
   if (checks_values()) {
-    const uint64_t f = fingerprint(t);
+    const uint64_t f = fingerprints.of(t);
     if (f != e.fingerprint && options.debug)
       EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
                             recomputing_op ? recomputing_op : e.op.c_str(), " (recomputed tensor ", next,
@@ -296,7 +329,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
            e.dtype = t.dtype();
            e.device = t.device();
            e.op = autograd::saving_op_name();
-           if (frame->checks_values()) e.fingerprint = fingerprint(t);
+           if (frame->checks_values()) e.fingerprint = frame->fingerprints.of(t);
            if (frame->current_op >= 0 && frame->ops[static_cast<size_t>(frame->current_op)].kept)
              frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
            ++checkpoint_stats().tensors_packed;
