@@ -67,21 +67,25 @@ MemoryOrder memory_order(const Tensor& x) {
 }
 
 // The sums over the rows [begin, end) of a view in `order` (a row: the innermost dim in memory),
-// each element at its logical position.
+// each element at its logical position. The rows' outer indices are counted up like an odometer,
+// their first row's found by division: attention's q rows are 32 floats, and dividing out every
+// row's indices cost more than reading the row.
 template <class T>
 fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t begin, int64_t end) {
   const size_t inner = order.sizes.size() - 1;
   const int64_t length = order.sizes[inner], step = order.logical_strides[inner], stride = order.strides[inner];
   return simd_dispatch([&] {
+    std::vector<int64_t> index(inner);  // the row's indices in the outer dims
+    int64_t position = 0, offset = 0;   // its first element's logical position and memory offset
+    for (int64_t rest = begin, d = static_cast<int64_t>(inner) - 1; d >= 0; --d) {
+      const size_t u = static_cast<size_t>(d);
+      index[u] = rest % order.sizes[u];
+      position += index[u] * order.logical_strides[u];
+      offset += index[u] * order.strides[u];
+      rest /= order.sizes[u];
+    }
     fingerprint::Sums s;
     for (int64_t row = begin; row < end; ++row) {
-      int64_t position = 0, offset = 0;  // the row's first element, from its indices in the outer dims
-      for (int64_t rest = row, d = static_cast<int64_t>(inner) - 1; d >= 0; --d) {
-        const int64_t i = rest % order.sizes[d];
-        position += i * order.logical_strides[d];
-        offset += i * order.strides[d];
-        rest /= order.sizes[d];
-      }
       const T* data = p + offset;
       if (stride == 1) {
         for (int64_t j = 0; j < length; ++j)
@@ -89,6 +93,14 @@ fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t beg
       } else {
         for (int64_t j = 0; j < length; ++j)
           fingerprint::add_element(s, static_cast<uint64_t>(position + j * step), data[j * stride]);
+      }
+      for (size_t d = inner; d-- > 0;) {  // the next row
+        position += order.logical_strides[d];
+        offset += order.strides[d];
+        if (++index[d] < order.sizes[d]) break;
+        position -= order.logical_strides[d] * order.sizes[d];
+        offset -= order.strides[d] * order.sizes[d];
+        index[d] = 0;
       }
     }
     return s;
