@@ -60,7 +60,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
   if (gemm_backend() == GemmBackend::OneDNN) {
     const dnnl_status_t status =
         dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    EMBER_CHECK(status == dnnl_success, "[matmul] oneDNN's sgemm failed (status ", static_cast<int>(status),
+    EMBER_CHECK(status == dnnl_success, "[gemm] oneDNN's sgemm failed (status ", static_cast<int>(status),
                 ") on [", m, ", ", k, "] x [", k, ", ", n, "]");
     return;
   }

@@ -1,8 +1,7 @@
-// CPU kernels for fill, copy (with dtype conversion), unary, binary and where.
+// CPU kernels for fill, copy (with dtype conversion), unary, binary, where and masked_scale.
 // The op is chosen by a switch outside the loop; the loop body is a functor of the shared math
 // table (Note [One math table]) that the compiler inlines, so there is no call per element (see
 // Note [CPU elementwise loops]).
-#include <algorithm>
 #include <cmath>
 
 #include "core/convert.h"
@@ -121,24 +120,19 @@ void where_cpu(const Tensor& cond, const Tensor& x, const Tensor& y, const Tenso
   });
 }
 
-// Chunks of kMaskedScaleChunk elements per task, each a loop over values (Note [Row loops take
-// values] in core/cpu/reduce.cpp).
-constexpr int64_t kMaskedScaleChunk = 16384;
-
+// One contiguous row, its pointers taken as values (Note [Row loops take values] in
+// core/cpu/reduce.cpp).
 template <class T>
-void masked_scale_chunk(const T* x, const uint8_t* keep, T* out, int64_t n, T scale) {
+void masked_scale_row(const T* x, const uint8_t* keep, T* out, int64_t n, T scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = math::masked_scale(keep[i], x[i], scale);
 }
 
 void masked_scale_cpu(const Tensor& x, const Tensor& mask, double scale, const Tensor& out) {
   dispatch_floating(x.dtype(), "masked_scale", [&]<class T>() {
-    const T *px = x.data<T>();
-    const uint8_t* pm = mask.data<uint8_t>();
-    T* po = out.data<T>();
-    const int64_t n = x.numel(), chunks = (n + kMaskedScaleChunk - 1) / kMaskedScaleChunk;
-    parallel_for(chunks, n, [&](int64_t c) {
-      const int64_t at = c * kMaskedScaleChunk, len = std::min(kMaskedScaleChunk, n - at);
-      simd_dispatch([&] { masked_scale_chunk(px + at, pm + at, po + at, len, static_cast<T>(scale)); });
+    const T s = static_cast<T>(scale);
+    // contiguous operands of one shape coalesce into one row, which for_each_row cuts into chunks
+    for_each_row<3>({&out, &x, &mask}, [s](auto p, auto, int64_t n) {
+      simd_dispatch([&] { masked_scale_row(at<T>(p[1]), at<uint8_t>(p[2]), at<T>(p[0]), n, s); });
     });
   });
 }
