@@ -6,15 +6,17 @@
 // 32-bit words w_p (an 8-byte element is two words, low then high; a smaller one is one word,
 // zero-extended), and two sums are taken modulo 2^64:
 //     plain    = sum of w_p
-//     weighted = sum of (p + 1) * w_p        (p + 1 taken modulo 2^32)
+//     weighted = sum of (p + 1) * w_p
 // A flipped bit changes `plain`; two swapped words change `weighted` by (q - p)(w_p - w_q), which
-// is never 0 modulo 2^64 for distinct words less than 2^32 apart. Integer addition is exact and
-// commutative, so any order of summation (one CPU loop, OpenMP partial sums, a tree of CUDA
-// threads) gives the same bits, and the CPU and the GPU agree. The per-word work is an add and a
-// 32 x 32 -> 64-bit multiply-add, which vectorises (a mixing hash per element cost 4x as much).
-// finish() mixes `plain` through a 64-bit finaliser (the multiply-xorshift mixer known from
-// SplitMix64) before combining it with `weighted`, so one 64-bit value carries both. It is a
-// checksum for accidents, not a cryptographic hash.
+// is never 0 modulo 2^64 for distinct words less than 2^32 positions apart (both factors are then
+// below 2^32). Integer addition is exact and commutative, so any order of summation (one CPU
+// loop, OpenMP partial sums, a tree of CUDA threads) gives the same bits, and the CPU and the GPU
+// agree. add_word below is the definition, word by word, as the CUDA kernel and the tests use it;
+// the CPU kernel gets the same sums from running sums, without a multiply per word (Note
+// [Fingerprints by running sums] in core/cpu/fingerprint.cpp). finish() mixes `plain` through a
+// 64-bit finaliser (the multiply-xorshift mixer known from SplitMix64) before combining it with
+// `weighted`, so one 64-bit value carries both. It is a checksum for accidents, not a
+// cryptographic hash.
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -35,7 +37,7 @@ EMBER_HOST_DEVICE void add(Sums& s, const Sums& other) {
 // Word p of the tensor, read from element i (p = i * words_per_element + k).
 EMBER_HOST_DEVICE void add_word(Sums& s, uint64_t position, uint32_t word) {
   s.plain += word;
-  s.weighted += static_cast<uint64_t>(static_cast<uint32_t>(position + 1)) * word;
+  s.weighted += (position + 1) * word;
 }
 
 template <class T>

@@ -216,6 +216,63 @@ TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
   expect_error([] { fingerprint(Tensor()); }, "[fingerprint]");
 }
 
+// Note [Tensor fingerprints] restated word by word over the row-major elements, independently of
+// the kernels (core/fingerprint.h cannot be included next to ops.h's fingerprint()): the CPU
+// kernel's running sums (Note [Fingerprints by running sums] in core/cpu/fingerprint.cpp) must give
+// these bits for every dtype, length and layout.
+uint64_t fingerprint_by_definition(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  uint64_t plain = 0, weighted = 0, position = 0;
+  auto add_word = [&](uint32_t word) {
+    plain += word;
+    weighted += ++position * word;  // (p + 1) * w_p
+  };
+  dispatch(c.dtype(), [&]<class T>() {
+    const T* p = c.data<T>();
+    for (int64_t i = 0; i < c.numel(); ++i) {
+      if constexpr (sizeof(T) == 8) {
+        uint64_t bits;
+        std::memcpy(&bits, &p[i], 8);
+        add_word(static_cast<uint32_t>(bits));
+        add_word(static_cast<uint32_t>(bits >> 32));
+      } else if constexpr (sizeof(T) == 4) {
+        uint32_t bits;
+        std::memcpy(&bits, &p[i], 4);
+        add_word(bits);
+      } else {
+        add_word(p[i]);
+      }
+    }
+  });
+  uint64_t z = plain;  // SplitMix64's finaliser
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return (z ^ (z >> 31)) ^ weighted;
+}
+
+TEST(Fingerprint, RunningSumsGiveTheDefinitionsBits) {
+  // Lengths around the kernel's lanes (16) and short runs (64), and past the parallel grain.
+  for (int64_t n : {0, 1, 15, 16, 17, 63, 64, 65, 100, 1000, 300007}) {
+    Tensor x = randn({n});
+    EXPECT_EQ(fingerprint(x), fingerprint_by_definition(x)) << "float32, " << n << " elements";
+    Tensor d = randn({n}, kFloat64);
+    EXPECT_EQ(fingerprint(d), fingerprint_by_definition(d)) << "float64, " << n << " elements";
+    Tensor i = randint(-(int64_t{1} << 40), int64_t{1} << 40, {n}, kInt64);
+    EXPECT_EQ(fingerprint(i), fingerprint_by_definition(i)) << "int64, " << n << " elements";
+    Tensor b = randint(0, 256, {n}, kUInt8);
+    EXPECT_EQ(fingerprint(b), fingerprint_by_definition(b)) << "uint8, " << n << " elements";
+  }
+  // Strided rows, short and long, of every dtype.
+  for (int64_t rows : {3, 70}) {
+    Tensor f = randn({rows, 200}).narrow(1, 5, 150).t();
+    EXPECT_EQ(fingerprint(f), fingerprint_by_definition(f)) << "float32 view, " << rows << " rows";
+    Tensor d = randn({rows, 90}, kFloat64).t();
+    EXPECT_EQ(fingerprint(d), fingerprint_by_definition(d)) << "float64 view, " << rows << " rows";
+    Tensor b = randint(0, 256, {rows, 90}, kUInt8).t();
+    EXPECT_EQ(fingerprint(b), fingerprint_by_definition(b)) << "uint8 view, " << rows << " rows";
+  }
+}
+
 // Note [Fingerprints of strided views]: every view is read where it lies, in memory order, and
 // its bits are those of its row-major copy, whatever the layout.
 TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
