@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/simd_level.h"
 #include "core/tensor.h"
 
 namespace ember {

@@ -1,11 +1,13 @@
 // Which library runs a CPU convolution and a float product: ember's im2col reference or oneDNN
 // for the one, OpenBLAS or oneDNN for the other (core/ops.h). Each choice starts from its
-// environment variable, else oneDNN where it was built in, and can be set at run time.
+// environment variable, else oneDNN where it was built in, and can be set at run time. Likewise
+// the vector instructions of ember's own loops (Note [SIMD dispatch] in core/cpu/loops.h).
 #include <atomic>
 #include <cstdlib>
 #include <string_view>
 
 #include "core/check.h"
+#include "core/cpu/loops.h"
 #include "core/ops.h"
 
 namespace ember {
@@ -38,6 +40,27 @@ std::atomic<GemmBackend>& gemm_choice() {
   return backend;
 }
 
+void check_cpu_has(SimdLevel level, const char* who) {
+  EMBER_CHECK(level <= best_simd_level(), "[", who, "] this CPU cannot run ", simd_level_name(level),
+              " (its widest is ", simd_level_name(best_simd_level()), ")");
+}
+
+// EMBER_SIMD if set, else the CPU's widest; read once, on first use, as the backends above.
+std::atomic<SimdLevel>& simd_choice() {
+  static std::atomic<SimdLevel> level{[] {
+    const char* set = std::getenv("EMBER_SIMD");
+    if (set == nullptr) return best_simd_level();
+    const std::string_view value(set);
+    for (SimdLevel l : {SimdLevel::Baseline, SimdLevel::AVX2, SimdLevel::AVX512})
+      if (value == simd_level_name(l)) {
+        check_cpu_has(l, "EMBER_SIMD");
+        return l;
+      }
+    EMBER_FAIL("[EMBER_SIMD] must be 'baseline', 'avx2' or 'avx512', got '", value, "'");
+  }()};
+  return level;
+}
+
 void check_built_with_onednn(bool wants_onednn, const char* setter) {
   EMBER_CHECK(!wants_onednn || has_onednn(), "[", setter,
               "] ember was built without oneDNN (EMBER_DNNL=OFF, or libdnnl-dev missing)");
@@ -64,5 +87,29 @@ void set_gemm_backend(GemmBackend backend) {
 }
 
 GemmBackend gemm_backend() { return gemm_choice(); }
+
+SimdLevel best_simd_level() {
+#if defined(__x86_64__)
+  if (cpu::cpu_has_avx512()) return SimdLevel::AVX512;
+  if (cpu::cpu_has_avx2_fma()) return SimdLevel::AVX2;
+#endif
+  return SimdLevel::Baseline;
+}
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::Baseline: return "baseline";
+    case SimdLevel::AVX2: return "avx2";
+    case SimdLevel::AVX512: return "avx512";
+  }
+  return "?";
+}
+
+void set_simd_level(SimdLevel level) {
+  check_cpu_has(level, "set_simd_level");
+  simd_choice() = level;
+}
+
+SimdLevel simd_level() { return simd_choice().load(std::memory_order_relaxed); }
 
 }  // namespace ember

@@ -17,6 +17,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/simd_level.h"
 #include "core/tensor.h"
 
 namespace ember::cpu {
@@ -118,17 +119,23 @@ void parallel_for(int64_t n, int64_t work, Fn fn) {
 // ----------------------------------------------------------------------------------------------
 // Note [SIMD dispatch]
 // The build targets baseline x86-64 (SSE2), so one binary runs on every x86-64 machine, and GCC
-// vectorises our loops 4 floats wide. Hot loops can be compiled a second time for AVX2+FMA (8
-// floats wide, fused multiply-add): simd_dispatch(fn) runs fn through run_avx2, a copy compiled
-// with target("avx2,fma") and `flatten` (which inlines everything fn calls, so the whole loop,
-// lambdas and the vmath functions below included, is generated for AVX2), when the CPU has both,
-// and plain fn otherwise; it returns what fn returns. The CPU check runs once. Only per-row work
-// goes through here; OpenMP regions stay outside, so the thread team is the same either way.
-// What can differ between the two copies: GCC contracts `a * b + c` into a fused multiply-add,
-// which rounds once where the SSE2 copy rounds twice, so exp, gelu, an affine op, ... can differ
-// in the last bit between CPUs with and without AVX2 (both copies stay within the bounds of
-// Note [Vectorisable float math]). Sums and max/min have no multiplies and are bitwise the same
-// (Note [Lane reductions]).
+// vectorises our loops 4 floats wide. Hot loops are compiled twice more: for AVX2 + FMA (8 floats
+// wide, fused multiply-add) and for AVX-512 (16 floats wide; F, VL, BW and DQ). simd_dispatch(fn)
+// runs fn through run_avx512 or run_avx2, copies compiled with gnu::target and gnu::flatten (which
+// inlines everything fn calls, so the whole loop, lambdas and the vmath functions below included,
+// is generated for those instructions), or plain fn, as simd_level() says: the CPU's widest
+// unless set_simd_level or EMBER_SIMD chose a narrower one (core/ops.h); it returns what fn
+// returns. Only per-row work goes through here; OpenMP regions stay outside, so the thread team
+// is the same either way. The widest level pays where a loop computes more than it moves: on
+// this project's AMD EPYC (Zen 5, whose vector units are 512 bits wide), going from AVX2 to
+// AVX-512 took exp over 4M floats from 1.7 to 0.8 ms, GELU over 2M from 2.3 to 1.0-1.2 ms and a
+// softmax over [64, 256, 256] from 4.1 to 2.8 ms, with the data in cache (bench/RESULTS.md).
+// What can differ between the copies: GCC contracts `a * b + c` into a fused multiply-add in the
+// AVX2 and AVX-512 copies, which rounds once where the SSE2 copy rounds twice, so exp, gelu, an
+// affine op, ... can differ in the last bit between levels (all stay within the bounds of Note
+// [Vectorisable float math]). Sums and max/min have no multiplies and are bitwise the same at
+// every level (Note [Lane reductions]), and so are fingerprints (integer sums);
+// tests/test_simd_levels.cpp runs the kernels at every level the CPU has and compares.
 
 #if defined(__x86_64__)
 inline bool cpu_has_avx2_fma() {
@@ -139,14 +146,33 @@ inline bool cpu_has_avx2_fma() {
   return yes;
 }
 
+inline bool cpu_has_avx512() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  }();
+  return yes;
+}
+
 template <class Fn>
 [[gnu::target("avx2,fma"), gnu::flatten]] auto run_avx2(const Fn& fn) {
   return fn();
 }
 
 template <class Fn>
+[[gnu::target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"), gnu::flatten]] auto run_avx512(const Fn& fn) {
+  return fn();
+}
+
+template <class Fn>
 auto simd_dispatch(const Fn& fn) {
-  return cpu_has_avx2_fma() ? run_avx2(fn) : fn();
+  switch (simd_level()) {
+    case SimdLevel::AVX512: return run_avx512(fn);
+    case SimdLevel::AVX2: return run_avx2(fn);
+    case SimdLevel::Baseline: break;
+  }
+  return fn();
 }
 #else  // other architectures: the one portable build of fn
 template <class Fn>
