@@ -347,6 +347,17 @@ auto load_from(const T* p) {
   return [p](int64_t i) { return p[i]; };
 }
 
+// Folds lane l + w into lane l for w = W, W / 2, ..., 1. The widths are template arguments so
+// that every step is a loop of known length: with w a run-time variable the fold was a generic
+// loop with scalar paths, and a fifth of a softmax over rows of 256.
+template <class Op, int W>
+void fold_pairwise(typename Op::Total* total) {
+  if constexpr (W > 0) {
+    for (int l = 0; l < W; ++l) total[l] = Op::fold(total[l], total[l + W]);
+    fold_pairwise<Op, W / 2>(total);
+  }
+}
+
 // Reduces load(i) for i in [begin, begin + n), n <= kBlock: one block (see the Note).
 template <class Op, class Load>
 typename Op::Total reduce_block(int64_t begin, int64_t n, const Load& load) {
@@ -361,8 +372,7 @@ typename Op::Total reduce_block(int64_t begin, int64_t n, const Load& load) {
       for (int l = 0; l < kLanes; ++l) acc[l] = Op::step(acc[l], static_cast<Lane>(load(i + l)));
     Total total[kLanes];  // pairwise, see the Note
     for (int l = 0; l < kLanes; ++l) total[l] = acc[l];
-    for (int w = kLanes / 2; w > 0; w /= 2)
-      for (int l = 0; l < w; ++l) total[l] = Op::fold(total[l], total[l + w]);
+    fold_pairwise<Op, kLanes / 2>(total);
     result = total[0];
   }
   for (int64_t i = whole; i < begin + n; ++i) result = Op::fold(result, static_cast<Lane>(load(i)));
