@@ -22,6 +22,10 @@
 
 namespace ember::kernels {
 
+// Throws if the environment chose something the CPU backend cannot run (Note [Reading
+// EMBER_SIMD] in core/cpu/backends.cpp): checked where an op calls a CPU kernel, on its thread.
+void check_cpu_environment();
+
 template <class Fn>
 class Kernel {
  public:
@@ -31,6 +35,7 @@ class Kernel {
   bool has(DeviceType type) const { return slots_[static_cast<int>(type)] != nullptr; }
 
   Fn* operator[](Device device) const {
+    if (device.type == DeviceType::CPU) check_cpu_environment();
     Fn* fn = slots_[static_cast<int>(device.type)];
     if (!fn) [[unlikely]]
       missing(device);

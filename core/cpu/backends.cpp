@@ -4,6 +4,7 @@
 // the vector instructions of ember's own loops (Note [SIMD dispatch] in core/cpu/loops.h).
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "core/check.h"
@@ -45,20 +46,34 @@ void check_cpu_has(SimdLevel level, const char* who) {
               " (its widest is ", simd_level_name(best_simd_level()), ")");
 }
 
-// EMBER_SIMD if set, else the CPU's widest; read once, on first use, as the backends above.
-std::atomic<SimdLevel>& simd_choice() {
-  static std::atomic<SimdLevel> level{[] {
+// Note [Reading EMBER_SIMD]
+// simd_dispatch asks for the level inside OpenMP loops, where an exception would end the process,
+// and the first ask could be there. So the variable is read without throwing: a bad value (a
+// name that is not a level, or a level this CPU lacks) leaves the CPU's widest level and an error
+// message, which the first CPU kernel call reports, on the caller's thread (Kernel::operator[]
+// calls check_cpu_environment), and every call after it until set_simd_level picks a level.
+struct SimdChoice {
+  std::atomic<SimdLevel> level;
+  std::atomic<bool> bad_environment;
+  std::string error;
+};
+
+SimdChoice& simd_choice() {
+  static SimdChoice choice = [] {
     const char* set = std::getenv("EMBER_SIMD");
-    if (set == nullptr) return best_simd_level();
+    if (set == nullptr) return SimdChoice{best_simd_level(), false, ""};
     const std::string_view value(set);
     for (SimdLevel l : {SimdLevel::Baseline, SimdLevel::AVX2, SimdLevel::AVX512})
       if (value == simd_level_name(l)) {
-        check_cpu_has(l, "EMBER_SIMD");
-        return l;
+        if (l <= best_simd_level()) return SimdChoice{l, false, ""};
+        return SimdChoice{best_simd_level(), true,
+                          detail::concat("[EMBER_SIMD] this CPU cannot run ", value, " (its widest is ",
+                                         simd_level_name(best_simd_level()), ")")};
       }
-    EMBER_FAIL("[EMBER_SIMD] must be 'baseline', 'avx2' or 'avx512', got '", value, "'");
-  }()};
-  return level;
+    return SimdChoice{best_simd_level(), true,
+                      detail::concat("[EMBER_SIMD] must be 'baseline', 'avx2' or 'avx512', got '", value, "'")};
+  }();
+  return choice;
 }
 
 void check_built_with_onednn(bool wants_onednn, const char* setter) {
@@ -107,9 +122,19 @@ const char* simd_level_name(SimdLevel level) {
 
 void set_simd_level(SimdLevel level) {
   check_cpu_has(level, "set_simd_level");
-  simd_choice() = level;
+  SimdChoice& choice = simd_choice();
+  choice.level = level;
+  choice.bad_environment = false;
 }
 
-SimdLevel simd_level() { return simd_choice().load(std::memory_order_relaxed); }
+SimdLevel simd_level() { return simd_choice().level.load(std::memory_order_relaxed); }
+
+namespace kernels {
+void check_cpu_environment() {
+  const SimdChoice& choice = simd_choice();
+  if (choice.bad_environment.load(std::memory_order_relaxed)) [[unlikely]]
+    throw Error(choice.error, __FILE__, __LINE__);
+}
+}  // namespace kernels
 
 }  // namespace ember
