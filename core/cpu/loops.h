@@ -128,8 +128,9 @@ void parallel_for(int64_t n, int64_t work, Fn fn) {
 // returns. Only per-row work goes through here; OpenMP regions stay outside, so the thread team
 // is the same either way. The widest level pays where a loop computes more than it moves: on
 // this project's AMD EPYC (Zen 5, whose vector units are 512 bits wide), going from AVX2 to
-// AVX-512 took exp over 4M floats from 1.7 to 0.8 ms, GELU over 2M from 2.3 to 1.0-1.2 ms and a
-// softmax over [64, 256, 256] from 4.1 to 2.8 ms, with the data in cache (bench/RESULTS.md).
+// AVX-512 took GELU over 4M floats from 4.3 to 2.0 ms, exp from 1.6 to 0.9 ms and a softmax over
+// rows of 1000 from 0.17 to 0.11 ms, while an add, which only moves memory, stayed at 1.3 ms
+// (bench_core, bench/RESULTS.md).
 // What can differ between the copies: GCC contracts `a * b + c` into a fused multiply-add in the
 // AVX2 and AVX-512 copies, which rounds once where the SSE2 copy rounds twice, so exp, gelu, an
 // affine op, ... can differ in the last bit between levels (all stay within the bounds of Note
