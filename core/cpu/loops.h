@@ -124,9 +124,9 @@ void parallel_for(int64_t n, int64_t work, Fn fn) {
 // runs fn through run_avx512 or run_avx2, copies compiled with gnu::target and gnu::flatten (which
 // inlines everything fn calls, so the whole loop, lambdas and the vmath functions below included,
 // is generated for those instructions), or plain fn, as simd_level() says: the CPU's widest
-// unless set_simd_level or EMBER_SIMD chose a narrower one (core/ops.h); it returns what fn
-// returns. Only per-row work goes through here; OpenMP regions stay outside, so the thread team
-// is the same either way. The widest level pays where a loop computes more than it moves: on
+// unless set_simd_level or EMBER_SIMD chose a narrower one (core/simd_level.h); it returns
+// what fn returns. Only per-row work goes through here; OpenMP regions stay outside, so the
+// thread team is the same either way. The widest level pays where a loop computes more than it moves: on
 // this project's AMD EPYC (Zen 5, whose vector units are 512 bits wide), going from AVX2 to
 // AVX-512 took GELU over 4M floats from 4.3 to 2.0 ms, exp from 1.6 to 0.9 ms and a softmax over
 // rows of 1000 from 0.17 to 0.11 ms, while an add, which only moves memory, stayed at 1.3 ms
