@@ -47,18 +47,30 @@ inline constexpr int kWordsPerElement = sizeof(T) > 4 ? 2 : 1;
 template <class T>
 using BitsOf = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint8_t>>;
 
-// Element i's words into s (so -0.0 and 0.0, or two NaN payloads, differ as their bits do).
+// An element's 32-bit words, low first: its bits as they are, so -0.0 and 0.0, or two NaN
+// payloads, differ.
 template <class T>
-EMBER_HOST_DEVICE void add_element(Sums& s, uint64_t i, T value) {
+struct Words {
+  uint32_t w[kWordsPerElement<T>];
+};
+
+template <class T>
+EMBER_HOST_DEVICE Words<T> words_of(T value) {
   static_assert(sizeof(T) == 8 || sizeof(T) == 4 || sizeof(T) == 1);
   BitsOf<T> bits;
   memcpy(&bits, &value, sizeof(T));  // same width: compiles to a register move
   if constexpr (kWordsPerElement<T> == 2) {
-    add_word(s, 2 * i, static_cast<uint32_t>(bits));
-    add_word(s, 2 * i + 1, static_cast<uint32_t>(bits >> 32));
+    return {{static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)}};
   } else {
-    add_word(s, i, bits);
+    return {{bits}};
   }
+}
+
+// Element i's words into s.
+template <class T>
+EMBER_HOST_DEVICE void add_element(Sums& s, uint64_t i, T value) {
+  const Words<T> words = words_of(value);
+  for (int k = 0; k < kWordsPerElement<T>; ++k) add_word(s, kWordsPerElement<T> * i + k, words.w[k]);
 }
 
 EMBER_HOST_DEVICE uint64_t finish(const Sums& s) {

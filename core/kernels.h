@@ -22,8 +22,8 @@
 
 namespace ember::kernels {
 
-// Throws if the environment chose something the CPU backend cannot run (Note [Reading
-// EMBER_SIMD] in core/cpu/backends.cpp): checked where an op calls a CPU kernel, on its thread.
+// Throws if the environment chose something the CPU backend cannot run (Note [Choices from the
+// environment] in core/cpu/backends.cpp): checked where an op calls a CPU kernel, on its thread.
 void check_cpu_environment();
 
 template <class Fn>

@@ -57,30 +57,31 @@ inline Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
     EXPECT_TRUE(result.ok) << result.message;                         \
   } while (0)
 
+// Sets one of ember's run-time choices (core/cpu/backends.cpp) while alive, and puts back the
+// one it found.
+template <class T, T (*Get)(), void (*Set)(T)>
+class ChoiceScope {
+ public:
+  explicit ChoiceScope(T value) : before_(Get()) { Set(value); }
+  ~ChoiceScope() { Set(before_); }
+  ChoiceScope(const ChoiceScope&) = delete;
+  ChoiceScope& operator=(const ChoiceScope&) = delete;
+
+ private:
+  T before_;
+};
+
 // Runs CPU convolutions on ember's im2col reference while alive, for tests of what that kernel
 // allocates (the oneDNN path's scratch is its own, Note [Convolution through oneDNN]).
-class ReferenceConvScope {
- public:
-  ReferenceConvScope() : before_(conv_backend()) { set_conv_backend(ConvBackend::Reference); }
-  ~ReferenceConvScope() { set_conv_backend(before_); }
-  ReferenceConvScope(const ReferenceConvScope&) = delete;
-  ReferenceConvScope& operator=(const ReferenceConvScope&) = delete;
-
- private:
-  ConvBackend before_;
+struct ReferenceConvScope : ChoiceScope<ConvBackend, &conv_backend, &set_conv_backend> {
+  ReferenceConvScope() : ChoiceScope(ConvBackend::Reference) {}
 };
 
-// Runs float products on `backend` while alive (Note [Two BLAS for one gemm]).
-class GemmBackendScope {
- public:
-  explicit GemmBackendScope(GemmBackend backend) : before_(gemm_backend()) { set_gemm_backend(backend); }
-  ~GemmBackendScope() { set_gemm_backend(before_); }
-  GemmBackendScope(const GemmBackendScope&) = delete;
-  GemmBackendScope& operator=(const GemmBackendScope&) = delete;
+// Runs float products on a backend while alive (Note [Two BLAS for one gemm]).
+using GemmBackendScope = ChoiceScope<GemmBackend, &gemm_backend, &set_gemm_backend>;
 
- private:
-  GemmBackend before_;
-};
+// Runs ember's CPU loops at a vector level while alive (Note [SIMD dispatch]).
+using SimdLevelScope = ChoiceScope<SimdLevel, &simd_level, &set_simd_level>;
 
 // The gemm backends this build has: OpenBLAS, and oneDNN where built with it.
 inline std::vector<GemmBackend> gemm_backends() {

@@ -19,21 +19,10 @@
 
 using namespace ember;
 using testutil::expect_error;
+using testutil::SimdLevelScope;
 using testutil::values;
 
 namespace {
-
-// Runs ember's loops at `level` while alive.
-class SimdLevelScope {
- public:
-  explicit SimdLevelScope(SimdLevel level) : before_(simd_level()) { set_simd_level(level); }
-  ~SimdLevelScope() { set_simd_level(before_); }
-  SimdLevelScope(const SimdLevelScope&) = delete;
-  SimdLevelScope& operator=(const SimdLevelScope&) = delete;
-
- private:
-  SimdLevel before_;
-};
 
 std::vector<SimdLevel> wider_levels() {
   std::vector<SimdLevel> levels;
@@ -91,8 +80,8 @@ TEST(SimdLevels, StartAtTheWidestAndRefuseWhatTheCpuLacks) {
   }
 }
 
-// Note [Reading EMBER_SIMD]: a bad value fails the first CPU kernel call with an ember::Error,
-// not the process; ctest runs this test alone with EMBER_SIMD=avx3.
+// Note [Choices from the environment]: a bad value fails the first CPU kernel call with an
+// ember::Error, not the process; ctest runs this test alone with EMBER_SIMD=avx3.
 TEST(SimdLevels, ABadEnvironmentFailsTheFirstKernelCall) {
   const char* env = std::getenv("EMBER_SIMD");
   if (env == nullptr || std::string(env) != "avx3") GTEST_SKIP() << "runs with EMBER_SIMD=avx3";

@@ -1,11 +1,24 @@
 // Which library runs a CPU convolution and a float product: ember's im2col reference or oneDNN
-// for the one, OpenBLAS or oneDNN for the other (core/ops.h). Each choice starts from its
-// environment variable, else oneDNN where it was built in, and can be set at run time. Likewise
-// the vector instructions of ember's own loops (Note [SIMD dispatch] in core/cpu/loops.h).
+// for the one, OpenBLAS or oneDNN for the other (core/ops.h); and which vector instructions
+// ember's own loops use (Note [SIMD dispatch] in core/cpu/loops.h). Each choice starts from its
+// environment variable, else oneDNN where it was built in (the CPU's widest level for the loops),
+// and can be set at run time.
+//
+// Note [Choices from the environment]
+// A variable is read once, on first use, and the first use can be inside an OpenMP loop:
+// simd_dispatch asks for the level row by row, and a batch of small products asks for the gemm
+// backend on each thread (Note [Small products side by side] in core/cpu/matmul.cpp). An
+// exception there would end the process. So the variables are read without throwing: a bad value
+// (none of the names, or a choice this build or CPU cannot run) leaves the default and an error
+// message, which the first CPU kernel call reports as an ember::Error on the caller's thread
+// (Kernel::operator[] calls check_cpu_environment), and every call after it, until the program
+// sets that choice itself.
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/check.h"
 #include "core/cpu/loops.h"
@@ -14,71 +27,78 @@
 namespace ember {
 namespace {
 
-// The starting choice: the environment variable `env` if set (`onednn`, or `other` for the
-// non-oneDNN backend), else oneDNN where it was built in. `op` names who reads it in an error.
-bool starts_on_onednn(const char* env, std::string_view other, const char* op) {
-  const char* set = std::getenv(env);
-  if (set == nullptr) return has_onednn();
-  const std::string_view value(set);
-  if (value == other) return false;
-  EMBER_CHECK(value == "onednn", "[", op, "] ", env, " must be '", other, "' or 'onednn', got '", value, "'");
-  EMBER_CHECK(has_onednn(), "[", op, "] ", env, "=onednn, but ember was built without oneDNN (EMBER_DNNL)");
-  return true;
-}
-
-// Read once, on first use: a bad value fails the first convolution or product (and every one
-// after it: a static whose initialiser throws is initialised again on the next call).
-std::atomic<ConvBackend>& conv_choice() {
-  static std::atomic<ConvBackend> backend{starts_on_onednn("EMBER_CONV_BACKEND", "reference", "conv2d")
-                                              ? ConvBackend::OneDNN
-                                              : ConvBackend::Reference};
-  return backend;
-}
-
-std::atomic<GemmBackend>& gemm_choice() {
-  static std::atomic<GemmBackend> backend{
-      starts_on_onednn("EMBER_GEMM_BACKEND", "openblas", "matmul") ? GemmBackend::OneDNN : GemmBackend::OpenBLAS};
-  return backend;
-}
-
-void check_cpu_has(SimdLevel level, const char* who) {
-  EMBER_CHECK(level <= best_simd_level(), "[", who, "] this CPU cannot run ", simd_level_name(level),
-              " (its widest is ", simd_level_name(best_simd_level()), ")");
-}
-
-// Note [Reading EMBER_SIMD]
-// simd_dispatch asks for the level inside OpenMP loops, where an exception would end the process,
-// and the first ask could be there. So the variable is read without throwing: a bad value (a
-// name that is not a level, or a level this CPU lacks) leaves the CPU's widest level and an error
-// message, which the first CPU kernel call reports, on the caller's thread (Kernel::operator[]
-// calls check_cpu_environment), and every call after it until set_simd_level picks a level.
-struct SimdChoice {
-  std::atomic<SimdLevel> level;
+template <class T>
+struct Choice {
+  std::atomic<T> value;
   std::atomic<bool> bad_environment;
-  std::string error;
+  std::string error;  // why the environment's value was refused
+
+  T get() const { return value.load(std::memory_order_relaxed); }
+  void set(T v) {
+    value = v;
+    bad_environment = false;
+  }
 };
 
-SimdChoice& simd_choice() {
-  static SimdChoice choice = [] {
-    const char* set = std::getenv("EMBER_SIMD");
-    if (set == nullptr) return SimdChoice{best_simd_level(), false, ""};
-    const std::string_view value(set);
-    for (SimdLevel l : {SimdLevel::Baseline, SimdLevel::AVX2, SimdLevel::AVX512})
-      if (value == simd_level_name(l)) {
-        if (l <= best_simd_level()) return SimdChoice{l, false, ""};
-        return SimdChoice{best_simd_level(), true,
-                          detail::concat("[EMBER_SIMD] this CPU cannot run ", value, " (its widest is ",
-                                         simd_level_name(best_simd_level()), ")")};
-      }
-    return SimdChoice{best_simd_level(), true,
-                      detail::concat("[EMBER_SIMD] must be 'baseline', 'avx2' or 'avx512', got '", value, "'")};
-  }();
+// The choice `env` names, of `names`; `unavailable(v)` says why this build or CPU cannot run v,
+// or nothing. `fallback` when the variable is unset or bad (see the Note).
+template <class T>
+Choice<T> from_environment(const char* env, T fallback, std::initializer_list<std::pair<const char*, T>> names,
+                           std::string (*unavailable)(T)) {
+  const char* set = std::getenv(env);
+  if (set == nullptr) return {fallback, false, ""};
+  const std::string_view value(set);
+  std::string listed;
+  size_t i = 0;
+  for (const auto& [name, v] : names) {
+    if (value == name) {
+      const std::string why = unavailable(v);
+      if (why.empty()) return {v, false, ""};
+      return {fallback, true, detail::concat("[", env, "] ", value, ": ", why)};
+    }
+    listed += detail::concat(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", "'", name, "'");
+    ++i;
+  }
+  return {fallback, true, detail::concat("[", env, "] must be ", listed, ", got '", value, "'")};
+}
+
+std::string onednn_unavailable(bool wants_onednn) {
+  return wants_onednn && !has_onednn() ? "ember was built without oneDNN (EMBER_DNNL=OFF, or libdnnl-dev missing)"
+                                       : "";
+}
+
+std::string cpu_lacks(SimdLevel level) {
+  return level <= best_simd_level() ? "" : detail::concat("this CPU cannot run ", simd_level_name(level),
+                                                          " (its widest is ", simd_level_name(best_simd_level()), ")");
+}
+
+ConvBackend default_conv() { return has_onednn() ? ConvBackend::OneDNN : ConvBackend::Reference; }
+GemmBackend default_gemm() { return has_onednn() ? GemmBackend::OneDNN : GemmBackend::OpenBLAS; }
+
+Choice<ConvBackend>& conv_choice() {
+  static Choice<ConvBackend> choice = from_environment<ConvBackend>(
+      "EMBER_CONV_BACKEND", default_conv(), {{"reference", ConvBackend::Reference}, {"onednn", ConvBackend::OneDNN}},
+      [](ConvBackend b) { return onednn_unavailable(b == ConvBackend::OneDNN); });
   return choice;
 }
 
-void check_built_with_onednn(bool wants_onednn, const char* setter) {
-  EMBER_CHECK(!wants_onednn || has_onednn(), "[", setter,
-              "] ember was built without oneDNN (EMBER_DNNL=OFF, or libdnnl-dev missing)");
+Choice<GemmBackend>& gemm_choice() {
+  static Choice<GemmBackend> choice = from_environment<GemmBackend>(
+      "EMBER_GEMM_BACKEND", default_gemm(), {{"openblas", GemmBackend::OpenBLAS}, {"onednn", GemmBackend::OneDNN}},
+      [](GemmBackend b) { return onednn_unavailable(b == GemmBackend::OneDNN); });
+  return choice;
+}
+
+Choice<SimdLevel>& simd_choice() {
+  static Choice<SimdLevel> choice = from_environment<SimdLevel>(
+      "EMBER_SIMD", best_simd_level(),
+      {{"baseline", SimdLevel::Baseline}, {"avx2", SimdLevel::AVX2}, {"avx512", SimdLevel::AVX512}}, &cpu_lacks);
+  return choice;
+}
+
+// A setter's refusal, thrown on its caller's thread.
+void check_available(const std::string& why, const char* setter) {
+  EMBER_CHECK(why.empty(), "[", setter, "] ", why);
 }
 
 }  // namespace
@@ -90,18 +110,18 @@ bool has_onednn() { return false; }
 #endif
 
 void set_conv_backend(ConvBackend backend) {
-  check_built_with_onednn(backend == ConvBackend::OneDNN, "set_conv_backend");
-  conv_choice() = backend;
+  check_available(onednn_unavailable(backend == ConvBackend::OneDNN), "set_conv_backend");
+  conv_choice().set(backend);
 }
 
-ConvBackend conv_backend() { return conv_choice(); }
+ConvBackend conv_backend() { return conv_choice().get(); }
 
 void set_gemm_backend(GemmBackend backend) {
-  check_built_with_onednn(backend == GemmBackend::OneDNN, "set_gemm_backend");
-  gemm_choice() = backend;
+  check_available(onednn_unavailable(backend == GemmBackend::OneDNN), "set_gemm_backend");
+  gemm_choice().set(backend);
 }
 
-GemmBackend gemm_backend() { return gemm_choice(); }
+GemmBackend gemm_backend() { return gemm_choice().get(); }
 
 SimdLevel best_simd_level() {
 #if defined(__x86_64__)
@@ -121,19 +141,21 @@ const char* simd_level_name(SimdLevel level) {
 }
 
 void set_simd_level(SimdLevel level) {
-  check_cpu_has(level, "set_simd_level");
-  SimdChoice& choice = simd_choice();
-  choice.level = level;
-  choice.bad_environment = false;
+  check_available(cpu_lacks(level), "set_simd_level");
+  simd_choice().set(level);
 }
 
-SimdLevel simd_level() { return simd_choice().level.load(std::memory_order_relaxed); }
+SimdLevel simd_level() { return simd_choice().get(); }
 
 namespace kernels {
 void check_cpu_environment() {
-  const SimdChoice& choice = simd_choice();
-  if (choice.bad_environment.load(std::memory_order_relaxed)) [[unlikely]]
-    throw Error(choice.error, __FILE__, __LINE__);
+  const auto check = [](const auto& choice) {
+    if (choice.bad_environment.load(std::memory_order_relaxed)) [[unlikely]]
+      throw Error(choice.error, __FILE__, __LINE__);
+  };
+  check(conv_choice());
+  check(gemm_choice());
+  check(simd_choice());
 }
 }  // namespace kernels
 

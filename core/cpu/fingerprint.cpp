@@ -14,14 +14,12 @@
 // So every view is read where it lies, in memory order: its dims sorted from the largest memory
 // stride to the smallest (broadcast dims, stride 0, outermost), the innermost one as the row.
 // Each row starts at an offset and a logical position computed from the outer indices, and
-// along it both grow by fixed steps, so the loop stays a vectorisable multiply-add where the row
-// is contiguous in memory (a strided row is a gather, still read once).
+// along it both grow by fixed steps, so a row is a run of Note [Fingerprints by running sums]
+// (a strided row is a gather, still read once).
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -54,27 +52,15 @@ inline constexpr int64_t kRunLanes = 16;
 template <class T>
 inline constexpr uint64_t kWords = fingerprint::kWordsPerElement<T>;
 
-// An element's 32-bit words, low first (Note [Tensor fingerprints]).
-template <class T>
-std::array<uint32_t, kWords<T>> words_of(T value) {
-  fingerprint::BitsOf<T> bits;
-  std::memcpy(&bits, &value, sizeof(T));
-  if constexpr (kWords<T> == 2) {
-    return {static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32)};
-  } else {
-    return {bits};
-  }
-}
-
 // Element j of a run into its S, H and J one by one.
 template <class T>
 void add_to_run(Run& run, uint64_t j, T value) {
-  const auto words = words_of(value);
-  for (const uint32_t word : words) {
+  const auto words = fingerprint::words_of(value);
+  for (const uint32_t word : words.w) {
     run.sum += word;
     run.indexed += j * word;
   }
-  if constexpr (kWords<T> == 2) run.high += words[1];
+  if constexpr (kWords<T> == 2) run.high += words.w[1];
 }
 
 // The sums of the run load(0), ..., load(n - 1) (see the Note). A run shorter than kShortRun
@@ -93,11 +79,11 @@ Run run_sums(int64_t n, const Load& load) {
   const int64_t rounds = n / kRunLanes;
   for (int64_t r = 0; r < rounds; ++r)
     for (int64_t l = 0; l < kRunLanes; ++l) {
-      const auto words = words_of(load(r * kRunLanes + l));
-      running[l] += words[0];
+      const auto words = fingerprint::words_of(load(r * kRunLanes + l));
+      running[l] += words.w[0];
       if constexpr (kWords<T> == 2) {
-        running[l] += words[1];
-        high[l] += words[1];
+        running[l] += words.w[1];
+        high[l] += words.w[1];
       }
       total[l] += running[l];
     }
