@@ -256,7 +256,8 @@ int get_num_threads();
 // OneDNN: oneDNN's float32 convolutions (Note [Convolution through oneDNN]), the default when
 // ember is built with it (EMBER_DNNL); cases it does not take still run the reference. The
 // environment variable EMBER_CONV_BACKEND=reference|onednn sets the starting choice; choosing
-// OneDNN in a build without it fails.
+// OneDNN in a build without it fails (a bad variable, at the first CPU op: Note [Choices from
+// the environment] in core/cpu/backends.cpp).
 enum class ConvBackend { Reference, OneDNN };
 void set_conv_backend(ConvBackend backend);
 ConvBackend conv_backend();
