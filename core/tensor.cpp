@@ -5,62 +5,75 @@
 
 #include "core/autograd/engine.h"
 #include "core/autograd/node.h"
+#include "core/autograd/op_label.h"
 #include "core/convert.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 
 namespace ember {
 
+// Note [Undefined tensors fail cleanly]
+// Tensor() is a valid value (an absent optional argument), so an op can be handed one anywhere.
+// Rather than every op testing every argument, every accessor that reads the impl tests it: the
+// first use of an undefined tensor throws, naming the op that was running (the op label) and
+// the accessor, instead of dereferencing null. The test is a predictable branch on a pointer the
+// accessor loads anyway; the message is built out of line.
+void Tensor::undefined_tensor_error(const char* accessor) {
+  const char* op = autograd::current_op_label().op;
+  if (op) EMBER_FAIL("[", op, "] an argument is an undefined tensor (Tensor::", accessor, "() was called on it)");
+  EMBER_FAIL("[Tensor::", accessor, "] called on an undefined tensor");
+}
+
 // --- metadata ---
-const Shape& Tensor::shape() const { return impl_->shape; }
-const Shape& Tensor::strides() const { return impl_->strides; }
-int64_t Tensor::offset() const { return impl_->offset; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->shape.size()); }
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+const Shape& Tensor::shape() const { return live(__func__)->shape; }
+const Shape& Tensor::strides() const { return live(__func__)->strides; }
+int64_t Tensor::offset() const { return live(__func__)->offset; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(live(__func__)->shape.size()); }
+int64_t Tensor::size(int64_t d) const { return live(__func__)->shape[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return live(__func__)->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::numel() const { return numel_of(live(__func__)->shape); }
 size_t Tensor::nbytes() const {
   return static_cast<size_t>(checked_mul(numel(), static_cast<int64_t>(element_size(dtype())), "nbytes", shape()));
 }
-DType Tensor::dtype() const { return impl_->dtype; }
-Device Tensor::device() const { return impl_->storage->device(); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return impl_->storage; }
-uint64_t Tensor::version() const { return impl_->storage->version(); }
+DType Tensor::dtype() const { return live(__func__)->dtype; }
+Device Tensor::device() const { return live(__func__)->storage->device(); }
+const std::shared_ptr<Storage>& Tensor::storage() const { return live(__func__)->storage; }
+uint64_t Tensor::version() const { return live(__func__)->storage->version(); }
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
-  for (size_t i = impl_->shape.size(); i-- > 0;) {
-    if (impl_->shape[i] == 1) continue;
-    if (impl_->strides[i] != expected) return false;
-    expected *= impl_->shape[i];
+  for (size_t i = live(__func__)->shape.size(); i-- > 0;) {
+    if (live(__func__)->shape[i] == 1) continue;
+    if (live(__func__)->strides[i] != expected) return false;
+    expected *= live(__func__)->shape[i];
   }
   return true;
 }
 
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(element_size(dtype()));
+  return static_cast<char*>(live(__func__)->storage->data()) + live(__func__)->offset * static_cast<int64_t>(element_size(dtype()));
 }
 
 // --- autograd accessors ---
-bool Tensor::requires_grad() const { return impl_->requires_grad; }
+bool Tensor::requires_grad() const { return live(__func__)->requires_grad; }
 
 const Tensor& Tensor::requires_grad_(bool on) const {
   EMBER_CHECK(is_leaf() || on, "[requires_grad_] can only change requires_grad of leaf tensors; "
               "use detach() to get a tensor without history");
   EMBER_CHECK(!on || is_floating(dtype()), "[requires_grad_] only floating point tensors can "
               "require gradients, got ", dtype());
-  impl_->requires_grad = on;
+  live(__func__)->requires_grad = on;
   return *this;
 }
 
-const Tensor& Tensor::grad() const { return impl_->grad; }
+const Tensor& Tensor::grad() const { return live(__func__)->grad; }
 void Tensor::set_grad(const Tensor& g) const {
   EMBER_CHECK(!g.defined() || g.shape() == shape(), "[set_grad] gradient of shape ", shape_str(g.shape()),
               " for a tensor of shape ", shape_str(shape()));
-  impl_->grad = g;
+  live(__func__)->grad = g;
 }
-const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return impl_->grad_fn; }
-int Tensor::output_nr() const { return impl_->output_nr; }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return live(__func__)->grad_fn; }
+int Tensor::output_nr() const { return live(__func__)->output_nr; }
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
 
@@ -197,9 +210,9 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
   int64_t off = offset();
   size_t d = 0;
   for (int64_t i : index) {
-    EMBER_CHECK(i >= 0 && i < impl_->shape[d], "[at] index ", i, " is out of range for dim ", d, " of size ",
-                impl_->shape[d]);
-    off += i * impl_->strides[d++];
+    EMBER_CHECK(i >= 0 && i < live(__func__)->shape[d], "[at] index ", i, " is out of range for dim ", d, " of size ",
+                live(__func__)->shape[d]);
+    off += i * live(__func__)->strides[d++];
   }
   return make_view(*this, {}, {}, off).item();
 }

@@ -129,6 +129,12 @@ class Tensor {
   std::string str() const;  // PyTorch-style printing (core/tensor_print.cpp)
 
  private:
+  // The impl, or an ember::Error naming the running op (Note [Undefined tensors fail cleanly]).
+  TensorImpl* live(const char* accessor) const {
+    if (!impl_) [[unlikely]] undefined_tensor_error(accessor);
+    return impl_.get();
+  }
+  [[noreturn]] static void undefined_tensor_error(const char* accessor);
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -1,9 +1,11 @@
 #include "data/sampler.h"
 
 #include <numeric>
+#include <optional>
 
 #include "core/check.h"
 #include "core/philox.h"
+#include "core/shape.h"
 #include "data/random_stream.h"
 
 namespace ember::data {
@@ -30,8 +32,10 @@ DistributedSampler::DistributedSampler(int num_replicas, int rank, DistributedSa
 }
 
 int64_t DistributedSampler::length(int64_t dataset_size) const {
+  EMBER_CHECK(dataset_size >= 0, "[DistributedSampler] the data set size must not be negative, got ", dataset_size);
   const int64_t n = num_replicas_;
-  return options_.drop_last ? dataset_size / n : (dataset_size + n - 1) / n;
+  // Rounding up as dataset_size / n plus one for a remainder: (size + n - 1) / n overflows near INT64_MAX.
+  return options_.drop_last ? dataset_size / n : dataset_size / n + (dataset_size % n != 0 ? 1 : 0);
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t dataset_size, int64_t epoch) const {
@@ -43,7 +47,10 @@ std::vector<int64_t> DistributedSampler::indices(int64_t dataset_size, int64_t e
     all.resize(static_cast<size_t>(dataset_size));
     std::iota(all.begin(), all.end(), int64_t{0});
   }
-  const auto total = static_cast<size_t>(length(dataset_size) * num_replicas_);
+  const std::optional<int64_t> padded = try_mul(length(dataset_size), num_replicas_);
+  EMBER_CHECK(padded, "[DistributedSampler] a data set of ", dataset_size, " over ", num_replicas_,
+              " replicas has more indices than int64 holds");
+  const auto total = static_cast<size_t>(*padded);
   // Padding repeats the list from its start (more than once when it is shorter than the ranks).
   for (size_t i = all.size(); i < total; ++i) all.push_back(all[i % static_cast<size_t>(dataset_size)]);
   all.resize(total);

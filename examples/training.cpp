@@ -241,13 +241,18 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       memory::reset_peak(device);
       Tensor logits = forward(x);
       Tensor loss = target_loss(logits, y);
+      // A NaN or infinite loss would step every weight to NaN and train on silently (a corrupted
+      // checkpoint, a too-large lr): stop before the step, naming it.
+      const double loss_value = loss.item();
+      EMBER_CHECK(std::isfinite(loss_value), "[train] the loss is ", loss_value, " at step ", done.steps + 1,
+                  " (epoch ", epoch, ", batch ", batch_index + 1, "); stopping before the optimizer step");
       optimizer.zero_grad();
       loss.backward();
       step_peak = std::max(step_peak, memory::stats(device).peak_bytes - before.live_bytes);
       optimizer.step();
       if (scheduler) scheduler->step();
       const int64_t n = y.numel();
-      loss_sum += loss.item() * static_cast<double>(n);
+      loss_sum += loss_value * static_cast<double>(n);
       correct += correct_targets(logits, y);
       seen += n;
       ++done.steps;

@@ -1,5 +1,6 @@
 #include "examples/training_checkpoint.h"
 
+#include <cmath>
 #include <functional>
 #include <type_traits>
 
@@ -61,7 +62,15 @@ TrainingProgress progress_of(const nn::StateDict& numbers, const nn::Metadata& m
   TrainingProgress::numbers(p, [&](const char* name, auto& field) {
     const auto it = numbers.find(name);
     EMBER_CHECK(it != numbers.end() && it->second.numel() == 1, "missing or malformed 'progress.", name, "'");
-    field = static_cast<std::remove_reference_t<decltype(field)>>(it->second.item());
+    using Field = std::remove_reference_t<decltype(field)>;
+    const double value = it->second.item();
+    if constexpr (std::is_integral_v<Field>) {
+      // A count stored as a float: it must be a whole number int64 holds, not a saturated guess.
+      EMBER_CHECK(std::isfinite(value) && value == std::trunc(value) && value >= -9223372036854775808.0 &&
+                      value < 9223372036854775808.0,
+                  "'progress.", name, "' must be a whole number, got ", value);
+    }
+    field = static_cast<Field>(value);
   });
   EMBER_CHECK(p.epochs >= 1, "'progress.epochs' must be at least 1, got ", p.epochs);
   if (const auto rows = metadata.find(kCsvRows); rows != metadata.end()) p.csv_rows = rows->second;
@@ -113,6 +122,9 @@ TrainingProgress load_training_checkpoint(const std::string& path, const Trainin
     const auto rng = rng_states(part(all, "rng."));
     s.model.load_state_dict(part(all, "model."));
     s.optimizer.load_state_dict(part(all, "optim."));
+    if (progress.steps > 0)  // every parameter has stepped, so each must have its whole state
+      for (const std::string& key : s.optimizer.missing_state_keys())
+        EMBER_FAIL("the optimizer state lacks 'optim.", key, "' after ", progress.steps, " steps");
     if (s.scheduler) s.scheduler->load_state_dict(part(all, "sched."));
     set_rng_states(rng);
     s.train.set_epoch(progress.epochs);

@@ -91,32 +91,71 @@ Tensor& Module::register_buffer(const std::string& name, Tensor value) {
 void Module::add_child(const std::string& name, Module* child) {
   check_new_name(name);
   EMBER_CHECK(child != this, "[", this->name(), "] a module cannot be its own child");
+  // Note [Modules form a tree without cycles]
+  // A child that already holds this module (at any depth) would make every walk over the tree — named_modules, train, to, str — recurse
+  // forever, so the cycle is refused here, where it would be made, and the walks stay plain.
+  // A module may still appear twice (shared, as PyTorch allows); the walks de-duplicate it.
+  std::vector<const Module*> pending{child};
+  std::set<const Module*> seen;
+  while (!pending.empty()) {
+    const Module* m = pending.back();
+    pending.pop_back();
+    if (!seen.insert(m).second) continue;
+    for (const auto& [sub_name, sub] : m->children_) {
+      EMBER_CHECK(sub != this, "[", this->name(), "] registering ", child->name(), " as '", name,
+                  "' would make a cycle: it already contains this module");
+      pending.push_back(sub);
+    }
+  }
   children_.emplace_back(name, child);
 }
 
+// Note [Shared modules and parameters]
+// A module (or a tensor) held at two places in the tree is
+// listed once, under the first name a depth-first walk meets, as PyTorch's named_modules() and
+// named_parameters() do: an optimizer must not step a shared weight twice, nor clip_grad_norm_
+// count it twice. state_dict() keeps every name (a tied weight is saved under both), and so
+// walks with remove_duplicate off.
+void Module::walk_modules(const std::string& prefix, bool remove_duplicate, std::set<const Module*>& seen,
+                          const std::function<void(const std::string&, const Module&)>& visit) const {
+  if (remove_duplicate && !seen.insert(this).second) return;
+  visit(prefix, *this);
+  for (const auto& [name, child] : children_)
+    child->walk_modules(prefix.empty() ? name : prefix + "." + name, remove_duplicate, seen, visit);
+}
+
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
-  std::vector<std::pair<std::string, Module*>> out{{"", this}};
-  for (auto& [name, child] : children_)
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+  std::vector<std::pair<std::string, Module*>> out;
+  std::set<const Module*> seen;
+  walk_modules("", true, seen, [&](const std::string& name, const Module& m) {
+    out.emplace_back(name, const_cast<Module*>(&m));  // this walk starts at a non-const *this
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_tensors(bool params, bool recurse,
+                                                                  bool remove_duplicate) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::set<const Module*> seen_modules;
+  std::set<const TensorImpl*> seen_tensors;
+  auto visit = [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : params ? m.parameters_ : m.buffers_) {
+      if (!t.defined()) continue;  // a buffer registered as undefined (BatchNorm without stats)
+      if (remove_duplicate && !seen_tensors.insert(t.impl()).second) continue;
+      out.emplace_back(prefix.empty() ? name : prefix + "." + name, t);
+    }
+  };
+  if (recurse) walk_modules("", remove_duplicate, seen_modules, visit);
+  else visit("", *this);
   return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out(parameters_.begin(), parameters_.end());
-  if (recurse)
-    for (auto& [name, child] : children_)
-      for (auto& [sub, t] : child->named_parameters(true)) out.emplace_back(name + "." + sub, t);
-  return out;
+  return named_tensors(true, recurse, true);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& [name, t] : buffers_)
-    if (t.defined()) out.emplace_back(name, t);
-  if (recurse)
-    for (auto& [name, child] : children_)
-      for (auto& [sub, t] : child->named_buffers(true)) out.emplace_back(name + "." + sub, t);
-  return out;
+  return named_tensors(false, recurse, true);
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -162,12 +201,14 @@ void replace_data(const Tensor& dst, const Tensor& src) {
 
 template <class Visit>
 void Module::visit_tensors(bool params, bool buffers, Visit visit) {
+  std::set<const TensorImpl*> seen;  // a shared tensor is converted once
   for (auto& [name, m] : named_modules()) {
-    if (params)
-      for (auto& [n, t] : m->parameters_) visit(t);
-    if (buffers)
-      for (auto& [n, t] : m->buffers_)
-        if (t.defined()) visit(t);
+    auto each = [&](std::vector<std::pair<std::string, Tensor>>& list) {
+      for (auto& [n, t] : list)
+        if (t.defined() && seen.insert(t.impl()).second) visit(t);
+    };
+    if (params) each(m->parameters_);
+    if (buffers) each(m->buffers_);
   }
 }
 
@@ -200,32 +241,36 @@ void Module::zero_grad(bool set_to_none) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, t] : named_parameters()) out[name] = t;
-  for (auto& [name, t] : named_buffers()) out[name] = t;
+  for (auto& [name, t] : named_tensors(true, true, false)) out[name] = t;
+  for (auto& [name, t] : named_tensors(false, true, false)) out[name] = t;
   return out;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
+LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
   StateDict own = state_dict();
-  std::vector<std::string> missing, unexpected, mismatched;
+  LoadResult result;
+  std::vector<std::string> undefined, mismatched;
   for (auto& [key, t] : own) {
     auto it = state.find(key);
     if (it == state.end()) {
-      missing.push_back(key);
+      result.missing_keys.push_back(key);
+    } else if (!it->second.defined()) {
+      undefined.push_back(key);
     } else if (it->second.shape() != t.shape()) {
       mismatched.push_back(key + ": checkpoint " + shape_str(it->second.shape()) + " vs model " + shape_str(t.shape()));
     }
   }
   for (auto& [key, t] : state)
-    if (!own.count(key)) unexpected.push_back(key);
+    if (!own.count(key)) result.unexpected_keys.push_back(key);
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
   };
   std::string problems;
-  if (strict && !missing.empty()) problems += "\n  missing keys: " + join(missing);
-  if (strict && !unexpected.empty()) problems += "\n  unexpected keys: " + join(unexpected);
+  if (strict && !result.missing_keys.empty()) problems += "\n  missing keys: " + join(result.missing_keys);
+  if (strict && !result.unexpected_keys.empty()) problems += "\n  unexpected keys: " + join(result.unexpected_keys);
+  if (!undefined.empty()) problems += "\n  undefined tensors: " + join(undefined);
   if (!mismatched.empty()) problems += "\n  shape mismatches: " + join(mismatched);
   EMBER_CHECK(problems.empty(), "[", name(), "] load_state_dict failed:", problems);
   NoGradGuard no_grad;
@@ -233,6 +278,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(key);
     if (it != state.end()) t.copy_(it->second);
   }
+  return result;
 }
 
 std::string Module::str() const {

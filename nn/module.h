@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,12 @@
 namespace ember::nn {
 
 using StateDict = std::map<std::string, Tensor>;
+
+// What load_state_dict(strict = false) skipped, as PyTorch's missing_keys / unexpected_keys.
+struct LoadResult {
+  std::vector<std::string> missing_keys;     // in the model, not in the dict: left as they were
+  std::vector<std::string> unexpected_keys;  // in the dict, not in the model: ignored
+};
 
 class Module {
  public:
@@ -85,6 +92,8 @@ class Module {
     return child;
   }
 
+  // Each module and tensor once, under its first name, when it is held at several places
+  // (Note [Shared modules and parameters]); state_dict() keeps every name.
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
@@ -108,9 +117,11 @@ class Module {
   void zero_grad(bool set_to_none = true);
 
   StateDict state_dict() const;
-  // Copies values into the existing tensors. strict: the keys must match exactly; the error
-  // lists every missing key, unexpected key and shape mismatch.
-  void load_state_dict(const StateDict& state, bool strict = true);
+  // Copies values into the existing tensors (converting dtype, as a copy does). strict: the keys
+  // must match exactly; the error lists every missing key, unexpected key and shape mismatch.
+  // Undefined tensors and shape mismatches are refused either way. Returns the keys that did not
+  // match, which a non-strict load would otherwise pass over silently.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
 
   // A multi-line summary like PyTorch's print(model).
   std::string str() const;
@@ -122,6 +133,10 @@ class Module {
 
  private:
   void check_new_name(const std::string& name) const;
+  // Depth first from this module; Note [Shared modules and parameters].
+  void walk_modules(const std::string& prefix, bool remove_duplicate, std::set<const Module*>& seen,
+                    const std::function<void(const std::string&, const Module&)>& visit) const;
+  std::vector<std::pair<std::string, Tensor>> named_tensors(bool params, bool recurse, bool remove_duplicate) const;
   template <class Visit>
   void visit_tensors(bool params, bool buffers, Visit visit);
 

@@ -20,7 +20,7 @@ std::vector<StateSpec> adam_state_specs() {
   return {{"step", StateKind::Counter},
           {"exp_avg", StateKind::LikeParam},
           {"exp_avg_sq", StateKind::LikeParam},
-          {"max_exp_avg_sq", StateKind::LikeParam}};
+          {"max_exp_avg_sq", StateKind::LikeParam, "amsgrad"}};
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace ember::optim {
@@ -19,7 +20,11 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : LRScheduler(optimizer, current_
 LRScheduler::LRScheduler(Optimizer& optimizer, std::vector<double> base_lrs)
     : optimizer_(optimizer), base_lrs_(std::move(base_lrs)) {}
 
-void LRScheduler::step() { apply(epoch_ + 1, base_lrs_); }
+void LRScheduler::step() {
+  EMBER_CHECK(epoch_ < std::numeric_limits<int64_t>::max(), "[LRScheduler] step: the epoch counter is at its "
+              "largest value, ", epoch_, ", and cannot advance");
+  apply(epoch_ + 1, base_lrs_);
+}
 
 StateDict LRScheduler::state_dict() const {
   return {{"last_epoch", scalar_tensor(static_cast<double>(epoch_), kInt64)},

@@ -206,6 +206,26 @@ void Optimizer::check_group_params(const std::string& key, size_t group, const T
                 "' lists parameter ", ids[static_cast<size_t>(k)], " at position ", k, ", expected ", first + k);
 }
 
+std::vector<std::string> Optimizer::missing_entries(const ParamState& state, const HyperParams& hyper) const {
+  std::vector<std::string> out;
+  for (const StateSpec& spec : state_specs_)
+    if ((spec.needed_when.empty() || hyper.at(spec.needed_when) != 0.0) && !state.count(spec.name))
+      out.push_back(spec.name);
+  return out;
+}
+
+std::vector<std::string> Optimizer::missing_state_keys() const {
+  std::vector<std::string> out;
+  for (size_t g = 0, i = 0; g < groups_.size(); ++g) {
+    const HyperParams hyper = hyper_params(g);
+    for (size_t k = 0; k < groups_[g].size(); ++k, ++i)
+      if (groups_[g][k].requires_grad())
+        for (const std::string& name : missing_entries(state_[i], hyper))
+          out.push_back("state." + std::to_string(i) + "." + name);
+  }
+  return out;
+}
+
 void Optimizer::load_state_dict(const StateDict& dict) {
   NoGradGuard no_grad;
   std::set<std::string> hyper_names;
@@ -246,6 +266,12 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     for (const std::string& name : hyper_names)
       EMBER_CHECK(hypers[g].count(name), "[", name_, "] load_state_dict: missing key '", group_key(g, name), "'");
   }
+  for (size_t g = 0, i = 0; g < groups_.size(); ++g)
+    for (size_t k = 0; k < groups_[g].size(); ++k, ++i)
+      if (!next[i].empty())
+        for (const std::string& name : missing_entries(next[i], hypers[g]))
+          EMBER_FAIL("[", name_, "] load_state_dict: missing key 'state.", i, ".", name, "': parameter ", i,
+                     " has state, and its next step needs ", name);
   set_hyper_params(hypers);  // checks the values before it assigns any
 
   // Second pass: own copies, on the parameters' devices.

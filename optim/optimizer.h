@@ -61,6 +61,10 @@ enum class StateKind {
 struct StateSpec {
   std::string name;
   StateKind kind;
+  // The hyper-parameter that must be nonzero for a step to make this entry (momentum_buffer:
+  // "momentum"); empty: every step makes it. load_state_dict uses it to refuse a parameter's
+  // state that lacks an entry the next step would need.
+  std::string needed_when = {};
 };
 
 class Optimizer {
@@ -94,7 +98,13 @@ class Optimizer {
   void set_group_hyper_param(size_t group, const std::string& name, double value);
 
   StateDict state_dict() const;
+  // Refuses a parameter whose state has some entries but lacks one its next step needs (a
+  // damaged dict would otherwise restart that moment from zero, silently).
   void load_state_dict(const StateDict& state);
+  // The state_dict keys ("state.<i>.<name>") that a parameter which has stepped would hold and
+  // this optimizer lacks, over the parameters that require grad: after a resume from a run that
+  // took steps, a non-empty list means the dict lost a parameter's state.
+  std::vector<std::string> missing_state_keys() const;
 
  protected:
   using ParamState = std::map<std::string, Tensor>;
@@ -119,6 +129,8 @@ class Optimizer {
   const StateSpec* spec_of(const std::string& name) const;  // nullptr: not a state of this optimizer
   void check_group_params(const std::string& key, size_t group, const Tensor& value) const;
   void check_state_entry(const std::string& key, size_t index, const std::string& name, const Tensor& value) const;
+  // The entries parameter `index` (in `group`) lacks from what a step under `hyper` makes.
+  std::vector<std::string> missing_entries(const ParamState& state, const HyperParams& hyper) const;
 
   std::string name_;
   std::vector<std::vector<Tensor>> groups_;

@@ -22,8 +22,8 @@ RMSprop::RMSprop(const std::vector<RMSpropParamGroup>& groups)
     : OptimizerWith("RMSprop", groups,
                     {{"step", StateKind::Counter},
                      {"square_avg", StateKind::LikeParam},
-                     {"momentum_buffer", StateKind::LikeParam},
-                     {"grad_avg", StateKind::LikeParam}}) {}
+                     {"momentum_buffer", StateKind::LikeParam, "momentum"},
+                     {"grad_avg", StateKind::LikeParam, "centered"}}) {}
 
 namespace {
 

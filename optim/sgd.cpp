@@ -20,7 +20,7 @@ void SGDOptions::check(const std::string& optimizer) const {
 }
 
 SGD::SGD(const std::vector<SGDParamGroup>& groups)
-    : OptimizerWith("SGD", groups, {{"momentum_buffer", StateKind::LikeParam}}) {}
+    : OptimizerWith("SGD", groups, {{"momentum_buffer", StateKind::LikeParam, "momentum"}}) {}
 
 namespace {
 

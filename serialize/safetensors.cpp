@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "serialize/checksum.h"
 #include "serialize/json.h"
 #include "utils/atomic_file.h"
 
@@ -188,9 +189,19 @@ void save_safetensors(const StateDict& state, const std::string& path, const Met
     if (!t.defined()) fail("tensor '" + name + "' is undefined");
     hosts.push_back(t.detach().to(kCPU).contiguous());
   }
+  // Note [Tensor checksums]: one per tensor, in the metadata.
+  Metadata with_checksums = metadata;
+  for (const auto& [key, value] : metadata)
+    if (key.starts_with(kChecksumPrefix))
+      fail("the metadata key '" + key + "' is reserved for ember's checksums ('" + kChecksumPrefix + "...')");
+  auto host = hosts.begin();
+  for (const auto& entry : state) {
+    const Tensor& t = *host++;
+    with_checksums[kChecksumPrefix + entry.first] = checksum_hex(checksum(t.raw_data(), t.nbytes()));
+  }
   std::string header;
   try {
-    header = header_json(state, hosts, metadata);
+    header = header_json(state, hosts, with_checksums);
   } catch (const Error& e) {  // a name that is not UTF-8 cannot go into JSON
     fail(e.message());
   }
@@ -212,6 +223,7 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   if (metadata) metadata->clear();
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) fail("cannot be examined: " + ec.message());
   if (!std::filesystem::exists(status)) fail("no such file");
   if (!std::filesystem::is_regular_file(status)) fail("not a regular file");
   const uint64_t file_size = std::filesystem::file_size(path, ec);
@@ -246,9 +258,18 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     fail(std::string("the header must be a JSON object, found a(n) ") + json::kind_name(root.kind));
 
   std::vector<Entry> entries;
+  std::map<std::string, std::string> checksums;  // tensor name -> hex (Note [Tensor checksums])
   for (size_t i = 0; i < root.keys.size(); ++i) {
     if (root.keys[i] == kMetadataKey) {
       Metadata found = parse_metadata(root.items[i], fail);
+      for (auto it = found.begin(); it != found.end();) {
+        if (!it->first.starts_with(kChecksumPrefix)) {
+          ++it;
+          continue;
+        }
+        checksums[it->first.substr(std::string(kChecksumPrefix).size())] = it->second;
+        it = found.erase(it);
+      }
       if (metadata) *metadata = std::move(found);
     } else {
       entries.push_back(parse_entry(root.keys[i], root.items[i], data_size, fail));
@@ -257,6 +278,9 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   std::vector<const Entry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
   check_tiling(by_offset, data_size, fail);
+  for (const auto& [name, hex] : checksums)
+    if (std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
+      fail("the metadata holds a checksum for tensor '" + name + "', which the file does not have");
 
   StateDict out;
   for (const auto& e : entries) {
@@ -264,6 +288,12 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     if (t.nbytes() > 0) {
       in.seekg(static_cast<std::streamoff>(kSizeBytes + header_size + e.begin));
       read(t.raw_data(), t.nbytes(), "tensor '" + e.name + "'");
+    }
+    if (const auto it = checksums.find(e.name); it != checksums.end()) {
+      const std::string computed = checksum_hex(checksum(t.raw_data(), t.nbytes()));
+      if (computed != it->second)
+        fail("tensor '" + e.name + "' fails its checksum (recorded " + it->second + ", its bytes give " + computed +
+             "): the file is corrupted");
     }
     out.emplace(e.name, t);
   }

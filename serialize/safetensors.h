@@ -13,8 +13,9 @@
 // about the data order (the safetensors library writes the widest dtypes first), so a reader
 // goes by the offsets alone.
 //
-// ember writes keys in sorted order with their data in the same order, and reads F32, F64, I64
-// and U8 (its four dtypes). A reader must assume the file is hostile: every size and offset is
+// ember writes keys in sorted order with their data in the same order, with a checksum of
+// every tensor in the metadata (Note [Tensor checksums] in serialize/checksum.h), and reads F32,
+// F64, I64 and U8 (its four dtypes). A reader must assume the file is hostile: every size and offset is
 // checked against the file before anything is allocated or read, and any problem is an
 // ember::Error naming the file.
 #include <map>
@@ -31,7 +32,8 @@ using Metadata = std::map<std::string, std::string>;
 // save never leaves a truncated or mixed file at `path`.
 void save_safetensors(const StateDict& state, const std::string& path, const Metadata& metadata = {});
 
-// Reads every tensor onto the CPU. When `metadata` is given it receives "__metadata__".
+// Reads every tensor onto the CPU, verifying the checksums the file records. When `metadata` is
+// given it receives "__metadata__" less the checksum keys.
 StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
 
 // save_safetensors(module.state_dict(), path).

@@ -75,7 +75,31 @@ struct SameTensorTwice : autograd::Function<SameTensorTwice> {
 struct ReturnsItsInput : autograd::Function<ReturnsItsInput> {
   static constexpr const char* name = "returns_its_input";
   static std::vector<Tensor> forward(autograd::Ctx&, const Tensor& x) { return {x * 2.0, x}; }
-  static autograd::Grads backward(autograd::Ctx&, const autograd::Grads& g) { return {g[0]}; }
+  static autograd::Grads backward(autograd::Ctx&, const autograd::Grads& g) { return {g[0] * 2.0 + g[1]}; }
+};
+
+// A single-output forward that returns its argument unchanged, and one that returns nothing.
+struct Identity : autograd::Function<Identity> {
+  static constexpr const char* name = "identity";
+  static Tensor forward(autograd::Ctx&, const Tensor& x) { return x; }
+  static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {g * 3.0}; }
+};
+struct ReturnsNothing : autograd::Function<ReturnsNothing> {
+  static constexpr const char* name = "returns_nothing";
+  static Tensor forward(autograd::Ctx&, const Tensor&) { return Tensor(); }
+  static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {g}; }
+};
+
+// A backward whose gradient has another dtype than its input: float64, or an integer.
+struct Float64Grad : autograd::Function<Float64Grad> {
+  static constexpr const char* name = "float64_grad";
+  static Tensor forward(autograd::Ctx&, const Tensor& x) { return x * 2.0; }
+  static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {(g * 2.0).to(kFloat64)}; }
+};
+struct IntegerGrad : autograd::Function<IntegerGrad> {
+  static constexpr const char* name = "integer_grad";
+  static Tensor forward(autograd::Ctx&, const Tensor& x) { return x * 2.0; }
+  static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {g.to(kInt64)}; }
 };
 
 // x + b with b broadcast over the rows; the backward returns g for both and leaves b's reduction
@@ -163,10 +187,43 @@ TEST(MultiOutputFunction, OutputsMustBeDistinctNewTensors) {
   Tensor x = tensor({1, 2}).requires_grad_();
   expect_error([&] { SameTensorTwice::apply(x); },
                "[same_tensor_twice] forward outputs 0 and 1 are the same tensor; return a view or a clone for each output");
-  expect_error([&] { ReturnsItsInput::apply(x); },
-               "[returns_its_input] forward output 1 is one of the op's arguments");
   NoGradGuard no_grad;  // nothing is recorded, so nothing can be lost
   EXPECT_EQ(SameTensorTwice::apply(x).size(), 2u);
+}
+
+// Note [An output that is an argument]: the output is an alias with the history; the argument
+// stays a leaf with its own gradient.
+TEST(FunctionOutputs, AnOutputThatIsAnArgumentBecomesAnAliasAndTheArgumentStaysALeaf) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  std::vector<Tensor> out = ReturnsItsInput::apply(x);
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(out[1].is_leaf());
+  EXPECT_FALSE(out[1].is_same(x));
+  EXPECT_EQ(out[1].raw_data(), x.raw_data());  // same storage
+  sum(out[0] + out[1]).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 3}));
+
+  Tensor w = tensor({1, 2, 3}).requires_grad_();
+  Tensor y = Identity::apply(w);
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_FALSE(y.is_leaf());
+  sum(y).backward();
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{3, 3, 3}));
+}
+
+TEST(FunctionOutputs, AnUndefinedOutputFailsNamingTheOp) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  expect_error([&] { ReturnsNothing::apply(x); }, "[returns_nothing] forward returned an undefined tensor");
+}
+
+TEST(GradientShapes, AGradientOfAnotherFloatingDtypeIsCastAndAnIntegerOneIsRefused) {
+  Tensor x = tensor({1, 2}).requires_grad_();
+  sum(Float64Grad::apply(x)).backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);  // the leaf's gradient keeps the leaf's dtype
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2, 2}));
+  Tensor z = tensor({1, 2}).requires_grad_();
+  expect_error([&] { sum(IntegerGrad::apply(z)).backward(); },
+               "[integer_grad] backward returned a gradient of dtype int64 for input 0; gradients are floating point");
 }
 
 TEST(GradientShapes, ABroadcastGradientIsSummedToTheInputShape) {

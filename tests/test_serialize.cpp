@@ -6,6 +6,8 @@
 // Set EMBER_SAFETENSORS_OUT=/some/file.safetensors to keep a copy of the round-trip file for
 //     /usr/bin/python3 tests/fixtures/make_safetensors_fixtures.py --check /some/file.safetensors
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "fixture.h"
 #include "nn/batchnorm.h"
 #include "nn/linear.h"
+#include "serialize/checksum.h"
 #include "serialize/json.h"
 #include "serialize/safetensors.h"
 #include "temp_dir.h"
@@ -132,6 +135,10 @@ class Serialize : public ::testing::Test {
 
 const std::string kFixtures = EMBER_FIXTURES_DIR;
 
+// A state dict whose size depends on `k`, so that two savers' bytes could not interleave into
+// a file that still loads.
+StateDict numbered_state(int k) { return {{"w", full({k + 1}, static_cast<double>(k))}, {"k", scalar_tensor(k)}}; }
+
 }  // namespace
 
 TEST_F(Serialize, RoundTripIsBitwise) {
@@ -183,13 +190,18 @@ TEST_F(Serialize, WritesTheExpectedBytes) {
   const std::string file = path("small.safetensors");
   nn::save_safetensors(state, file, {{"k", "v"}});
 
-  // Sorted keys, data in the same order, header padded with spaces so the data is 8-aligned.
-  std::string header = R"({"__metadata__":{"k":"v"},)"
+  // Sorted keys, data in the same order, header padded with spaces so the data is 8-aligned; the
+  // metadata holds each tensor's checksum (Note [Tensor checksums]).
+  const std::string a_bytes("\x01\x02\x03", 3), b_bytes = raw(1.5f) + raw(-2.0f), c_bytes = raw(int64_t{7});
+  auto sum_of = [](const std::string& bytes) { return nn::checksum_hex(nn::checksum(bytes.data(), bytes.size())); };
+  std::string header = R"({"__metadata__":{"ember.xxh3_64.a":")" + sum_of(a_bytes) +
+                       R"(","ember.xxh3_64.b":")" + sum_of(b_bytes) + R"(","ember.xxh3_64.c":")" + sum_of(c_bytes) +
+                       R"(","k":"v"},)"
                        R"("a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},)"
                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[3,11]},)"
                        R"("c":{"dtype":"I64","shape":[],"data_offsets":[11,19]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
-  const std::string data = std::string("\x01\x02\x03", 3) + raw(1.5f) + raw(-2.0f) + raw(int64_t{7});
+  const std::string data = a_bytes + b_bytes + c_bytes;
   const std::string bytes = read(file);
   EXPECT_EQ(bytes, safetensors_bytes(header, data));
 
@@ -357,6 +369,83 @@ TEST_F(Serialize, BadFilesFailWithClearErrors) {
   expect_error([&] { nn::load(net, path("missing.safetensors")); }, {"no such file"});
 }
 
+// XXH3-64 with seed 0, as the xxHash specification's test vectors give it.
+TEST(Checksum, IsXxh3Of64Bits) {
+  EXPECT_EQ(nn::checksum_hex(nn::checksum("", 0)), "2d06800538d394c2");
+  EXPECT_EQ(nn::checksum_hex(0x00000000000000ffULL), "00000000000000ff");
+}
+
+TEST_F(Serialize, AFlippedByteInAnyTensorFailsItsChecksumNamingTheTensor) {
+  const StateDict state = check_state();
+  const std::string file = path("checked.safetensors");
+  nn::save_safetensors(state, file, kCheckMetadata);
+  Metadata metadata;
+  nn::load_safetensors(file, &metadata);
+  EXPECT_EQ(metadata, kCheckMetadata);  // the checksum keys are ember's, not the caller's
+  const std::string good = read(file);
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, good.data(), 8);
+  const json::Value header = json::parse(good.substr(8, header_size));
+  int flipped = 0;
+  for (size_t i = 0; i < header.keys.size(); ++i) {
+    if (header.keys[i] == "__metadata__") continue;
+    const json::Value* offsets = header.items[i].find("data_offsets");
+    ASSERT_NE(offsets, nullptr);
+    const auto begin = static_cast<size_t>(offsets->items[0].integer);
+    const auto end = static_cast<size_t>(offsets->items[1].integer);
+    if (begin == end) continue;  // an empty tensor has no byte to flip
+    std::string bad = good;
+    bad[8 + header_size + (begin + end) / 2] ^= 0x10;
+    const std::string corrupted = write("corrupted.safetensors", bad);
+    expect_error([&] { nn::load_safetensors(corrupted); },
+                 {"[load_safetensors] " + corrupted, "tensor '" + header.keys[i] + "' fails its checksum",
+                  "the file is corrupted"});
+    ++flipped;
+  }
+  EXPECT_EQ(flipped, 7);  // every tensor of check_state() but the empty one
+}
+
+TEST_F(Serialize, ChecksumKeysAreReservedAndMustNameATensor) {
+  expect_error([&] { nn::save_safetensors(numbered_state(1), path("x.safetensors"), {{"ember.xxh3_64.w", "0"}}); },
+               {"the metadata key 'ember.xxh3_64.w' is reserved for ember's checksums"});
+  const std::string entry_a = R"("a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
+  const std::string orphan =
+      write("orphan.safetensors",
+            safetensors_bytes(R"({"__metadata__":{"ember.xxh3_64.b":"0000000000000000"},)" + entry_a + "}", "x"));
+  expect_error([&] { nn::load_safetensors(orphan); },
+               {"the metadata holds a checksum for tensor 'b', which the file does not have"});
+  // A file without checksums (another writer's) loads unchecked.
+  const std::string plain = write("plain.safetensors", safetensors_bytes("{" + entry_a + "}", "x"));
+  EXPECT_EQ(bytes_of(nn::load_safetensors(plain).at("a")), "x");
+}
+
+TEST_F(Serialize, APathThatCannotBeExaminedSaysSo) {
+  const std::string loop = path("loop.safetensors");
+  fs::create_symlink(loop, loop);
+  expect_error([&] { nn::load_safetensors(loop); }, {"cannot be examined", "Too many levels of symbolic links"});
+}
+
+// Note [Stale temporary files]: a killed saver's file goes; a live saver's (locked) file stays.
+TEST_F(Serialize, ASaveRemovesTheTemporaryFilesOfKilledSaversOnly) {
+  const std::string target = path("model.safetensors");
+  const std::string stale = write("model.safetensors.tmp-0123456789abcdef", "half a file");
+  const std::string live = write("model.safetensors.tmp-fedcba9876543210", "being written");
+  const std::string other = write("model.safetensors.tmp-notours", "not a temporary name");
+  const std::string neighbour = write("other.safetensors.tmp-0123456789abcdef", "another target's");
+  const int fd = ::open(live.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  nn::save_safetensors(numbered_state(1), target);
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(neighbour));
+  ::close(fd);
+  nn::save_safetensors(numbered_state(1), target);
+  EXPECT_FALSE(fs::exists(live));  // its saver has gone: the lock is free
+  EXPECT_EQ(nn::load_safetensors(target).size(), 2u);
+}
+
 TEST_F(Serialize, HeaderOrderDoesNotHaveToMatchDataOrder) {
   // As PyTorch's writer does: header keys sorted by name, data sorted by element width.
   const std::string file = write("reordered.safetensors",
@@ -385,9 +474,6 @@ mode_t permissions(const std::string& file) {
   return st.st_mode & 07777;
 }
 
-// A state dict whose size depends on `k`, so that two savers' bytes could not interleave into
-// a file that still loads.
-StateDict numbered_state(int k) { return {{"w", full({k + 1}, static_cast<double>(k))}, {"k", scalar_tensor(k)}}; }
 
 // The file must be exactly one of the numbered states.
 void expect_one_whole_state(const std::string& file, int count) {
@@ -458,10 +544,11 @@ TEST_F(Serialize, AnInterruptedSaveLeavesTheTargetWhole) {
   expect_one_whole_state(file, 2);  // ...beside the old file, intact
   EXPECT_EQ(nn::load_safetensors(file).at("k").item(), 1.0);
 
-  // The next save neither reads nor removes the leftover (it might be a live saver's).
+  // The next save removes the leftover: its saver is dead, so its lock is free
+  // (Note [Stale temporary files]).
   nn::save_safetensors(numbered_state(2), file);
   EXPECT_EQ(nn::load_safetensors(file).at("k").item(), 2.0);
-  EXPECT_EQ(temp_files(), stray);
+  EXPECT_EQ(temp_files(), std::vector<std::string>{});
 }
 
 TEST_F(Serialize, ConcurrentSavesLeaveOneWholeFile) {

@@ -3,7 +3,9 @@
 // training run saved and resumed is bitwise the run straight through.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 
 #include "examples/models.h"
@@ -163,6 +165,41 @@ TEST_F(Resume, MismatchesFailWithClearErrors) {
   plain.resume = weights;
   expect_error([&] { fit_with(mlp, sgd, &schedule, plain); },
                "[resume] " + weights + ": not an ember training checkpoint");
+
+  // Damaged checkpoints: a count that is no whole number, and a parameter's lost optimizer state.
+  nn::Metadata metadata;
+  const nn::StateDict saved = nn::load_safetensors(checkpoint, &metadata);
+  const std::string damaged = (dir_ / "damaged.safetensors").string();
+  examples::TrainConfig from_damaged = config;
+  from_damaged.resume = damaged;
+  auto resume_after = [&](const std::function<void(nn::StateDict&)>& damage) {
+    nn::StateDict changed = saved;
+    damage(changed);
+    nn::save_safetensors(changed, damaged, metadata);
+    fit_with(mlp, sgd, &schedule, from_damaged);
+  };
+  for (const double epochs : {1e300, 1.5, std::nan("")})
+    expect_error([&] { resume_after([&](nn::StateDict& d) { d["progress.epochs"] = scalar_tensor(epochs, kFloat64); }); },
+                 "'progress.epochs' must be a whole number");
+  expect_error([&] { resume_after([](nn::StateDict& d) { d.erase("optim.state.0.momentum_buffer"); }); },
+               "the optimizer state lacks 'optim.state.0.momentum_buffer' after");
+}
+
+TEST_F(Resume, ANonFiniteLossStopsBeforeTheOptimizerStep) {
+  examples::TrainConfig config = small_config("nan");
+  config.epochs = 1;
+  examples::setup(config);
+  examples::Loaders data = examples::fashion_mnist_loaders(config, /*augment=*/false);
+  examples::MLP model(0.5);
+  optim::SGD optimizer(model.parameters(), optim::SGDOptions(config.lr));
+  const nn::StateDict before = model.state_dict();
+  expect_error(
+      [&] {
+        examples::fit(model, [&](const Tensor& x) { return model(x) * std::nan(""); }, optimizer, nullptr,
+                      *data.train, *data.test, config, "test_training");
+      },
+      "[train] the loss is nan at step 1 (epoch 1, batch 1); stopping before the optimizer step");
+  expect_same_bits(model.state_dict(), before, "weights after the NaN loss");
 }
 
 TEST_F(Resume, UnwritableSavePathsFailBeforeTraining) {

@@ -13,10 +13,11 @@
 //   4. renames it over the target: readers see the old file or the new one, never a mixture;
 //   5. fsyncs the folder, so the rename itself survives a power cut.
 // On any failure the temporary file is removed and an ember::Error names the target and the
-// system's reason. A process killed halfway leaves at most a stray "<target>.tmp-XXXXXXXX" file
-// beside an intact target. Two savers of the same path each write their own temporary file; the
-// later rename wins and the target is always one whole file. A symlink at the target is replaced
-// by the file, not followed.
+// system's reason. A process killed halfway leaves at most a stray "<target>.tmp-<16 hex>" file
+// beside an intact target, which the next save of the same target removes
+// (Note [Stale temporary files]). Two savers of the same path each write their own temporary
+// file; the later rename wins and the target is always one whole file. A symlink at the target
+// is replaced by the file, not followed.
 #include <cstddef>
 #include <string>
 
@@ -46,6 +47,15 @@ class AtomicFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// Note [Stale temporary files]
+// A saver holds an exclusive flock on its temporary file from creation to rename; the kernel
+// drops the lock when the process dies, however it dies. So before writing, a save of `path`
+// removes every "<name of path>.tmp-<16 hex digits>" beside it whose lock it can take: those are
+// the leftovers of killed saves of the same target, and no live saver's file (its lock is held)
+// nor any other file is touched. A saver that loses the race — a cleaner removed its new file
+// between its open and its lock — sees the name point elsewhere and picks another one.
+void remove_stale_temporaries(const std::string& path);
 
 // Fails fast, before hours of training, when `path` could not be saved later: creates and
 // removes a temporary file beside it, raising the error a save would raise.

@@ -42,6 +42,38 @@ void queue_callback(std::function<void()> fn) {
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
 
+// Note [Destroying long graphs]
+// A node owns the nodes behind its edges, so dropping the last tensor of a chain of a million ops
+// would destroy them one inside the other's destructor, a million frames deep: a stack overflow
+// well before that (ASan's larger frames overflow near 100,000). Instead, the outermost
+// destruction on a thread takes over the edges of every node that dies while it runs and
+// releases them one at a time from a list, so each node dies at the same depth. Saved tensors
+// hold the same nodes through their grad_fn, but a FunctionNode's saved tensors go before its
+// edges (its members are destroyed before Node's), so the edge still holds the previous node
+// when they do and the list is what releases it.
+namespace {
+thread_local std::vector<std::shared_ptr<Node>>* dying_edges = nullptr;
+}
+
+Node::~Node() {
+  if (dying_edges) {
+    for (Edge& e : next)
+      if (e.node) dying_edges->push_back(std::move(e.node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> list;
+  for (Edge& e : next)
+    if (e.node) list.push_back(std::move(e.node));
+  if (list.empty()) return;
+  dying_edges = &list;
+  while (!list.empty()) {
+    std::shared_ptr<Node> n = std::move(list.back());
+    list.pop_back();
+    n.reset();  // when it is the last owner, n's destructor appends n's edges to the list
+  }
+  dying_edges = nullptr;
+}
+
 // Note [Taking over the incoming gradient]
 // A leaf's first gradient would be a copy of the tensor the last backward formula made, and every
 // later one a new sum: one parameter-sized buffer more than needed, alive at the same time as the

@@ -14,16 +14,17 @@ void set_history(Tensor& out, std::shared_ptr<Node> node, int output_nr) {
   impl->output_nr = output_nr;
 }
 
+Tensor alias(const Tensor& t) { return make_view(t, t.shape(), t.strides(), t.offset()); }
+
 void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs) {
-  // One impl with two histories would silently lose one of them (and an argument's own edge).
+  // One impl with two histories would silently lose one of them.
   for (size_t i = 0; i < outputs.size(); ++i) {
     EMBER_CHECK(outputs[i].defined(), "[", node->name(), "] forward output ", i, " is an undefined tensor");
     for (size_t j = 0; j < i; ++j)
       EMBER_CHECK(!outputs[i].is_same(outputs[j]), "[", node->name(), "] forward outputs ", j, " and ", i,
                   " are the same tensor; return a view or a clone for each output");
     for (const Tensor& input : inputs)
-      EMBER_CHECK(!outputs[i].is_same(input), "[", node->name(), "] forward output ", i,
-                  " is one of the op's arguments; return a view or a clone of it");
+      if (outputs[i].is_same(input)) outputs[i] = alias(input);  // Note [An output that is an argument]
   }
   for (size_t i = 0; i < outputs.size(); ++i) set_history(outputs[i], node, static_cast<int>(i));
 }
@@ -42,10 +43,10 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
 
 }  // namespace
 
-Grads fit_gradients(const char* op, Grads grads, const std::vector<Shape>& input_shapes,
+Grads fit_gradients(const char* op, Grads grads, const std::vector<InputMeta>& inputs,
                     const std::vector<bool>& needs_grad) {
-  EMBER_CHECK(grads.size() <= input_shapes.size(), "[", op, "] backward returned ", grads.size(),
-              " gradient(s) for ", input_shapes.size(), " tensor input(s)");
+  EMBER_CHECK(grads.size() <= inputs.size(), "[", op, "] backward returned ", grads.size(),
+              " gradient(s) for ", inputs.size(), " tensor input(s)");
   for (size_t i = 0; i < grads.size(); ++i) {
     Tensor& g = grads[i];
     if (!g.defined()) continue;
@@ -53,12 +54,17 @@ Grads fit_gradients(const char* op, Grads grads, const std::vector<Shape>& input
       g = Tensor();
       continue;
     }
-    const Shape& shape = input_shapes[i];
-    if (g.shape() == shape) continue;
-    EMBER_CHECK(broadcasts_to(shape, g.shape()), "[", op, "] backward returned a gradient of shape ",
-                shape_str(g.shape()), " for input ", i, " of shape ", shape_str(shape),
+    const InputMeta& input = inputs[i];
+    EMBER_CHECK(is_floating(g.dtype()), "[", op, "] backward returned a gradient of dtype ", g.dtype(), " for input ", i,
+                "; gradients are floating point");
+    EMBER_CHECK(g.device() == input.device, "[", op, "] backward returned a gradient on ", g.device(),
+                " for input ", i, " on ", input.device);
+    if (g.dtype() != input.dtype) g = g.to(input.dtype);
+    if (g.shape() == input.shape) continue;
+    EMBER_CHECK(broadcasts_to(input.shape, g.shape()), "[", op, "] backward returned a gradient of shape ",
+                shape_str(g.shape()), " for input ", i, " of shape ", shape_str(input.shape),
                 ", which does not broadcast to it");
-    g = sum_to(g, shape);
+    g = sum_to(g, input.shape);
   }
   return grads;
 }

@@ -53,8 +53,10 @@
 // FunctionNode fits what a backward returns to the inputs before the engine sees it: a gradient
 // whose shape differs from its input's, but to which the input's shape broadcasts, is reduced
 // with sum_to (so a backward may return g itself for an input that was broadcast); any other
-// shape throws an ember::Error naming the op, the input index and both shapes. Inputs that need
-// no gradient are dropped unchecked. This catches a wrong formula at the node that produced it,
+// shape throws an ember::Error naming the op, the input index and both shapes. A gradient of
+// another floating dtype is converted to the input's (a float32 leaf's .grad stays float32, as
+// PyTorch's engine does); an integer gradient, or one on another device, throws. Inputs that
+// need no gradient are dropped unchecked. This catches a wrong formula at the node that produced it,
 // not three nodes later.
 #include <string>
 #include <type_traits>
@@ -66,6 +68,7 @@
 #include "core/autograd/op_label.h"
 #include "core/autograd/op_observer.h"
 #include "core/autograd/saved_tensor.h"
+#include "core/check.h"
 
 namespace ember::autograd {
 
@@ -144,7 +147,12 @@ Grads call_backward(Ctx& c, const StateOf<Op>& state, const GradOutputs& grads) 
 }
 
 // Note [Gradient shapes]: reduces or rejects each gradient; drops those no input needs.
-Grads fit_gradients(const char* op, Grads grads, const std::vector<Shape>& input_shapes,
+struct InputMeta {
+  Shape shape;
+  DType dtype = kFloat32;
+  Device device = kCPU;
+};
+Grads fit_gradients(const char* op, Grads grads, const std::vector<InputMeta>& inputs,
                     const std::vector<bool>& needs_grad);
 
 }  // namespace detail
@@ -159,7 +167,7 @@ struct FunctionNode final : Node {
     } else {
       input_grads = detail::call_backward<Op>(ctx, state, grads[0]);
     }
-    return detail::fit_gradients(Op::name, std::move(input_grads), shapes_of_inputs, ctx.needs_grad_);
+    return detail::fit_gradients(Op::name, std::move(input_grads), inputs, ctx.needs_grad_);
   }
   const char* name() const override { return Op::name; }
   int num_outputs() const override { return outputs; }
@@ -167,7 +175,7 @@ struct FunctionNode final : Node {
   void release_saved() override { ctx.release(); }
   Ctx ctx;
   StateOf<Op> state{};
-  std::vector<Shape> shapes_of_inputs;  // Note [Gradient shapes]
+  std::vector<detail::InputMeta> inputs;  // Note [Gradient shapes]
   int outputs = 1;                      // Note [Multi-output functions]
 };
 
@@ -196,13 +204,33 @@ bool any_requires_grad(const A& a, const Rest&... rest) {
   return any_requires_grad(rest...);
 }
 
+inline bool is_argument(const Tensor&) { return false; }
+template <class A, class... Rest>
+bool is_argument(const Tensor& out, const A& a, const Rest&... rest) {
+  if constexpr (std::is_same_v<A, Tensor>) {
+    if (out.is_same(a)) return true;
+  } else if constexpr (std::is_same_v<A, std::vector<Tensor>>) {
+    for (const Tensor& t : a)
+      if (out.is_same(t)) return true;
+  }
+  return is_argument(out, rest...);
+}
+
+// Note [An output that is an argument]
+// A forward may return one of its arguments unchanged (an identity, a no-op cast). Giving that
+// tensor the node's history would turn the caller's leaf into a non-leaf (an optimizer would
+// then refuse it) and cut the argument's own edge, so the output is a new handle over the same
+// data instead — an alias, as PyTorch returns — and only the alias gets the history.
+Tensor alias(const Tensor& t);
+
 template <class Op>
 void connect(FunctionNode<Op>&, std::vector<bool>&) {}
 template <class Op, class A, class... Rest>
 void connect(FunctionNode<Op>& node, std::vector<bool>& needs, const A& a, const Rest&... rest) {
   auto add = [&](const Tensor& t) {
     node.next.push_back(t.defined() ? gradient_edge(t) : Edge{});
-    node.shapes_of_inputs.push_back(t.defined() ? t.shape() : Shape{});
+    if (t.defined()) node.inputs.push_back({t.shape(), t.dtype(), t.device()});
+    else node.inputs.emplace_back();
     needs.push_back(node.next.back().valid());
   };
   if constexpr (std::is_same_v<A, Tensor>) {
@@ -260,6 +288,8 @@ struct Function {
       return detail::call_forward<Op>(node->ctx, node->state, args...);
     }();
     if constexpr (std::is_same_v<decltype(out), Tensor>) {
+      EMBER_CHECK(out.defined(), "[", Op::name, "] forward returned an undefined tensor");
+      if (detail::is_argument(out, args...)) out = detail::alias(out);  // Note [An output that is an argument]
       detail::set_history(out, node);
     } else {
       std::vector<Tensor> inputs;

@@ -14,6 +14,11 @@ namespace ember::autograd {
 
 namespace {
 
+const Tensor& checked_output(const Tensor& out) {
+  EMBER_CHECK(out.defined(), "[gradcheck] the function returned an undefined tensor");
+  return out;
+}
+
 double contract(const Tensor& out, const Tensor& v) { return sum(out.to(kFloat64) * v).item(); }
 
 // The directional derivative v^T J e_j of every element j of `input`, by central differences.
@@ -26,14 +31,19 @@ std::vector<double> numerical_gradient(const std::function<Tensor(const std::vec
   T* data = input.data<T>();
   std::vector<double> out(static_cast<size_t>(input.numel()));
   for (int64_t j = 0; j < input.numel(); ++j) {
-    const T orig = data[j];
+    // Restores the element however fn leaves (it may throw): the caller's tensor is not gradcheck's.
+    struct Restore {
+      T* at;
+      T value;
+      ~Restore() { *at = value; }
+    } restore{&data[j], data[j]};
+    const T orig = restore.value;
     data[j] = static_cast<T>(orig + eps);
     const double x_plus = data[j];
-    const double plus = contract(fn(inputs), v);
+    const double plus = contract(checked_output(fn(inputs)), v);
     data[j] = static_cast<T>(orig - eps);
     const double x_minus = data[j];
-    const double minus = contract(fn(inputs), v);
-    data[j] = orig;
+    const double minus = contract(checked_output(fn(inputs)), v);
     out[static_cast<size_t>(j)] = (plus - minus) / (x_plus - x_minus);
   }
   return out;
@@ -60,12 +70,17 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   const GradcheckTolerances defaults = float32_inputs.empty() ? kFloat64Tolerances : kFloat32Tolerances;
   const GradcheckTolerances tol{eps.value_or(defaults.eps), atol.value_or(defaults.atol),
                                 rtol.value_or(defaults.rtol)};
+  // A zero or NaN step makes every difference quotient NaN, and a NaN tolerance makes every
+  // comparison false: either would pass any backward.
+  EMBER_CHECK(std::isfinite(tol.eps) && tol.eps > 0, "[gradcheck] eps must be a positive finite number, got ", tol.eps);
+  EMBER_CHECK(std::isfinite(tol.atol) && tol.atol >= 0, "[gradcheck] atol must be a finite number >= 0, got ", tol.atol);
+  EMBER_CHECK(std::isfinite(tol.rtol) && tol.rtol >= 0, "[gradcheck] rtol must be a finite number >= 0, got ", tol.rtol);
   if (!float32_inputs.empty())
     std::cerr << "ember gradcheck: warning: input(s) " << float32_inputs << " are float32, checked with eps "
               << tol.eps << ", atol " << tol.atol << ", rtol " << tol.rtol
               << "; float64 inputs give a far tighter check\n";
 
-  Tensor out = fn(inputs);
+  Tensor out = checked_output(fn(inputs));
   // v comes from a private stream so gradcheck leaves the global generators alone.
   Tensor v = empty(out.shape(), kFloat64);
   if (v.numel() > 0) kernels::random[kCPU](kernels::RandomKind::Normal, v, 1234, 0, 0.0, 1.0);
@@ -78,7 +93,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
                                 ? numerical_gradient<float>(fn, inputs, checked[k], v, tol.eps)
                                 : numerical_gradient<double>(fn, inputs, checked[k], v, tol.eps);
     for (size_t j = 0; j < a.size(); ++j) {
-      if (std::fabs(a[j] - n[j]) > tol.atol + tol.rtol * std::fabs(n[j]) || std::isnan(a[j])) {
+      const bool close = std::fabs(a[j] - n[j]) <= tol.atol + tol.rtol * std::fabs(n[j]);  // false for a NaN
+      if (!close) {
         return {false, detail::concat("gradcheck: input ", positions[k], " element ", j, ": analytical ", a[j],
                                       " vs numerical ", n[j])};
       }

@@ -28,7 +28,7 @@ struct Edge {
 
 struct Node {
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: Note [Destroying long graphs]
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

@@ -415,6 +415,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   ops::check_same_device(x, mask, "masked_fill");
   EMBER_CHECK(ops::broadcasts_to(mask.shape(), x.shape()), "[masked_fill] mask of shape ",
               shape_str(mask.shape()), " does not broadcast to the input shape ", shape_str(x.shape()));
+  // The value must be one x's dtype can hold, as PyTorch checks: the saturating conversion of
+  // Note [Float to integer conversion] would write 0 for NaN and INT64_MAX for 1e300 silently.
+  if (!is_floating(x.dtype())) {
+    const double lo = x.dtype() == kUInt8 ? 0.0 : -9223372036854775808.0, hi = x.dtype() == kUInt8 ? 256.0 : -lo;
+    EMBER_CHECK(value >= lo && value < hi, "[masked_fill] value ", value, " cannot be converted to ", x.dtype(),
+                " without overflow (input of shape ", shape_str(x.shape()), ")");
+  }
   return where(mask, ops::wrap_scalar(value, x), x);
 }
 

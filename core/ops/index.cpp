@@ -213,7 +213,10 @@ std::vector<Tensor> split(const Tensor& x, const Shape& sizes, int64_t dim) {
   int64_t total = 0;
   for (int64_t size : sizes) {
     EMBER_CHECK(size >= 0, "[split] sizes ", shape_str(sizes), " must not be negative");
-    total += size;
+    const std::optional<int64_t> sum = try_add(total, size);
+    EMBER_CHECK(sum, "[split] sizes ", shape_str(sizes), " add up to more than int64 holds; dim ", d,
+                " of the input of shape ", shape_str(x.shape()), " has size ", x.size(d));
+    total = *sum;
   }
   EMBER_CHECK(total == x.size(d), "[split] sizes ", shape_str(sizes), " add up to ", total, " but dim ", d,
               " of the input of shape ", shape_str(x.shape()), " has size ", x.size(d));

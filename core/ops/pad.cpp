@@ -73,7 +73,16 @@ std::vector<int64_t> source_positions(const DimPads& p) {
 }
 
 void check_pads(const DimPads& p) {
-  if (p.size + p.before + p.after < 0) fail(p, "would leave a negative size");
+  // Checked first so that the arithmetic below cannot overflow (Note [Checked size arithmetic]):
+  // a crop is at most the dim's size, and the padded size fits.
+  if (p.before < -p.size || p.after < -p.size) fail(p, "would leave a negative size");
+  const std::optional<int64_t> grown = try_add(p.before, p.after);
+  const std::optional<int64_t> length = grown ? try_add(p.size, *grown) : std::nullopt;
+  if (!length) fail(p, "gives a size that does not fit in int64");
+  if (*length < 0) fail(p, "would leave a negative size");
+  Shape out_shape = p.input_shape;
+  out_shape[static_cast<size_t>(p.dim)] = *length;
+  if (!try_numel(out_shape)) fail(p, "gives an output shape whose size does not fit in int64");
   if (p.mode == PadMode::Reflect && (p.before >= p.size || p.after >= p.size))
     fail(p, "must be smaller than the size of the dim");
   if (p.mode == PadMode::Replicate && p.size == 0 && (p.before > 0 || p.after > 0))
