@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "bench/bench_common.h"
@@ -30,21 +31,23 @@ std::string temp_path(const char* name) {
 
 nn::StateDict state() {
   nn::StateDict s;
-  for (int64_t i = 0; i < kTensors; ++i) s["w" + std::to_string(i)] = rand({kFloatsPerTensor});
+  for (char i = 0; i < kTensors; ++i) s[std::string{'w', static_cast<char>('0' + i)}] = rand({kFloatsPerTensor});
   return s;
 }
 
 // The same tensors as a safetensors file with no metadata: what another writer produces.
 void write_unchecked(const nn::StateDict& s, const std::string& path) {
-  std::string header = "{";
+  std::ostringstream json;
+  json << "{";
   int64_t offset = 0;
   for (const auto& [name, t] : s) {
-    if (header.size() > 1) header += ",";
-    header += "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(t.numel()) +
-              "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes()) + "]}";
+    if (offset > 0) json << ",";
+    json << "\"" << name << "\":{\"dtype\":\"F32\",\"shape\":[" << t.numel() << "],\"data_offsets\":[" << offset
+         << "," << offset + t.nbytes() << "]}";
     offset += t.nbytes();
   }
-  header += "}";
+  json << "}";
+  std::string header = json.str();
   header.append((8 - header.size() % 8) % 8, ' ');
   std::ofstream out(path, std::ios::binary);
   const uint64_t size = header.size();
