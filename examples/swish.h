@@ -37,15 +37,16 @@ inline Tensor swish_composed(const Tensor& x, const Tensor& beta) {
 // returns it in beta's own shape.
 struct Swish : autograd::Function<Swish> {
   static constexpr const char* name = "swish";
-  static Tensor forward(autograd::Ctx& c, const Tensor& x, const Tensor& beta) {
+  struct State {
+    autograd::SavedRef x, beta, sigmoid;  // sigmoid: s = sigmoid(beta * x)
+  };
+  static Tensor forward(autograd::Ctx& c, State& st, const Tensor& x, const Tensor& beta) {
     Tensor s = sigmoid(beta * x);  // forward runs under NoGradGuard: these ops record nothing
-    c.save(x);
-    c.save(beta);
-    c.save(s);
+    st = {c.save(x), c.save(beta), c.save(s)};
     return x * s;
   }
-  static autograd::Grads backward(autograd::Ctx& c, const Tensor& g) {
-    Tensor x = c.saved(0), beta = c.saved(1), s = c.saved(2);
+  static autograd::Grads backward(autograd::Ctx& c, const State& st, const Tensor& g) {
+    Tensor x = c.get(st.x), beta = c.get(st.beta), s = c.get(st.sigmoid);
     Tensor g_times_x_ds = g * x * s * (1.0 - s);  // g * x * s', shared by both gradients
     Tensor gx = c.needs_input_grad(0) ? g * s + g_times_x_ds * beta : Tensor();
     Tensor gbeta = c.needs_input_grad(1) ? sum_to(g_times_x_ds * x, beta.shape()) : Tensor();

@@ -5,9 +5,10 @@
 
 namespace ember::exercises {
 
-// c.saved(0) is the forward's output y; g is the gradient of the loss with respect to y.
-autograd::Grads Relu::backward(autograd::Ctx& c, const Tensor& g) {
+// c.get(s.y) is the forward's output y; g is the gradient of the loss with respect to y.
+autograd::Grads Relu::backward(autograd::Ctx& c, const State& s, const Tensor& g) {
   (void)c;
+  (void)s;
   (void)g;
   not_implemented(1);
 }

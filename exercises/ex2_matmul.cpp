@@ -5,9 +5,10 @@
 
 namespace ember::exercises {
 
-// c.saved(0) is a [..., M, K], c.saved(1) is b [..., K, N], g is dL/dc [..., M, N].
-autograd::Grads Matmul::backward(autograd::Ctx& c, const Tensor& g) {
+// c.get(s.a) is a [..., M, K], c.get(s.b) is b [..., K, N], g is dL/dc [..., M, N].
+autograd::Grads Matmul::backward(autograd::Ctx& c, const State& s, const Tensor& g) {
   (void)c;
+  (void)s;
   (void)g;
   not_implemented(2);
 }

@@ -11,12 +11,14 @@ namespace ember::exercises {
 
 struct Matmul : autograd::Function<Matmul> {
   static constexpr const char* name = "exercise_matmul";
-  static Tensor forward(autograd::Ctx& c, const Tensor& a, const Tensor& b) {
-    c.save(a);
-    c.save(b);
+  struct State {
+    autograd::SavedRef a, b;  // the operands; read them with c.get(s.a), c.get(s.b)
+  };
+  static Tensor forward(autograd::Ctx& c, State& s, const Tensor& a, const Tensor& b) {
+    s = {c.save(a), c.save(b)};
     return ember::matmul(a, b);
   }
-  static autograd::Grads backward(autograd::Ctx& c, const Tensor& g);  // yours
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& g);  // yours
 };
 
 inline Tensor matmul(const Tensor& a, const Tensor& b) {

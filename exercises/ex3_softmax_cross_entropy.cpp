@@ -6,7 +6,7 @@
 
 namespace ember::exercises {
 
-// c.saved(0) is y = softmax(x) along s.dim; g is dL/dy of y's shape.
+// c.get(s.y) is y = softmax(x) along s.dim; g is dL/dy of y's shape.
 autograd::Grads Softmax::backward(autograd::Ctx& c, const State& s, const Tensor& g) {
   (void)c;
   (void)s;
@@ -14,10 +14,11 @@ autograd::Grads Softmax::backward(autograd::Ctx& c, const State& s, const Tensor
   not_implemented(3);
 }
 
-// c.saved(0) is logits [N, C], c.saved(1) target [N] (int64), c.saved(2) lse [N, 1]; g is the
-// 0-d dL/dloss. Return one gradient per tensor argument: {dL/dlogits, Tensor()}.
-autograd::Grads SoftmaxCrossEntropy::backward(autograd::Ctx& c, const Tensor& g) {
+// c.get(s.logits) is logits [N, C], c.get(s.target) target [N] (int64), c.get(s.lse) lse [N, 1];
+// g is the 0-d dL/dloss. Return one gradient per tensor argument: {dL/dlogits, Tensor()}.
+autograd::Grads SoftmaxCrossEntropy::backward(autograd::Ctx& c, const State& s, const Tensor& g) {
   (void)c;
+  (void)s;
   (void)g;
   not_implemented(3);
 }

@@ -19,11 +19,12 @@ struct Softmax : autograd::Function<Softmax> {
   static constexpr const char* name = "exercise_softmax";
   struct State {
     int64_t dim;  // in [0, x.dim())
+    autograd::SavedRef y;  // the output; read it with c.get(s.y)
   };
   static Tensor forward(autograd::Ctx& c, State& s, const Tensor& x, int64_t dim) {
     s.dim = dim < 0 ? dim + x.dim() : dim;
     Tensor y = ember::softmax(x, s.dim);
-    c.save(y);
+    s.y = c.save(y);
     return y;
   }
   static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& g);  // yours
@@ -39,16 +40,17 @@ inline Tensor softmax(const Tensor& x, int64_t dim) {
 
 struct SoftmaxCrossEntropy : autograd::Function<SoftmaxCrossEntropy> {
   static constexpr const char* name = "exercise_cross_entropy";
-  static Tensor forward(autograd::Ctx& c, const Tensor& logits, const Tensor& target) {
+  struct State {
+    autograd::SavedRef logits, target, lse;  // read them with c.get(s.logits), ...
+  };
+  static Tensor forward(autograd::Ctx& c, State& s, const Tensor& logits, const Tensor& target) {
     const Tensor row_max = max(logits, {1}, /*keepdim=*/true);
     const Tensor lse = log(sum(exp(logits - row_max), {1}, /*keepdim=*/true)) + row_max;  // [N, 1]
     const Tensor picked = gather(logits, 1, target.unsqueeze(1));                         // logits[r, target_r]
-    c.save(logits);
-    c.save(target);
-    c.save(lse);
+    s = {c.save(logits), c.save(target), c.save(lse)};
     return mean(lse - picked);
   }
-  static autograd::Grads backward(autograd::Ctx& c, const Tensor& g);  // yours
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& g);  // yours
 };
 
 inline Tensor cross_entropy(const Tensor& logits, const Tensor& target) {

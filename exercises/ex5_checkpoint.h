@@ -27,6 +27,7 @@ struct CheckpointSegment : autograd::Function<CheckpointSegment> {
   struct State {
     Segment fn;
     std::vector<std::pair<Device, GeneratorState>> rng;  // the generators as the forward found them
+    std::vector<autograd::SavedRef> inputs;                // what Ctx::save returned for each input
   };
   // yours: run the segment without keeping its activations, and remember what backward needs
   static Tensor forward(autograd::Ctx& c, State& s, const Segment& fn, const std::vector<Tensor>& inputs);

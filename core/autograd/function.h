@@ -4,8 +4,9 @@
 //
 //   struct Exp : Function<Exp> {
 //     static constexpr const char* name = "exp";
-//     static Tensor forward(Ctx& c, const Tensor& x) { Tensor y = unary_kernel(...); c.save(y); return y; }
-//     static Grads backward(Ctx& c, const Tensor& g) { return {g * c.saved(0)}; }
+//     struct State { SavedRef y; };
+//     static Tensor forward(Ctx& c, State& s, const Tensor& x) { Tensor y = unary_kernel(...); s.y = c.save(y); return y; }
+//     static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g * c.get(s.y)}; }
 //   };
 //
 // Exp::apply(x) runs forward without recording (grad mode off inside, so forward may use other
@@ -16,9 +17,9 @@
 // A gradient may be returned in a shape the input broadcasts to: Note [Gradient shapes].
 //
 // Note [Op state]
-// Tensors a backward needs go through Ctx::save. Everything else it needs (a dim, a dtype, the
-// input's shape, a convolution's window) the op declares as a nested struct State with named
-// members; forward fills it and backward reads it:
+// Tensors a backward needs go through Ctx::save (Note [Named saved tensors]). Everything else it
+// needs (a dim, a dtype, the input's shape, a convolution's window) the op declares as a nested
+// struct State with named members; forward fills it and backward reads it:
 //
 //   struct Cast : Function<Cast> {
 //     static constexpr const char* name = "to_dtype";
@@ -29,8 +30,20 @@
 //
 // The FunctionNode holds the State next to its Ctx, so a backward reads the same object its
 // forward wrote, and the State's type says what the backward depends on. When nothing records,
-// forward fills a local State that is then dropped. An op without a State keeps the two-argument
-// signatures above: HasState tells the two kinds apart at compile time.
+// forward fills a local State that is then dropped. An op that needs nothing keeps two-argument
+// signatures, forward(Ctx&, args...) and backward(Ctx&, g): HasState tells the kinds apart at
+// compile time.
+//
+// Note [Named saved tensors]
+// Ctx::save returns a SavedRef, the saved tensor's place in its node, and the op's State keeps it
+// under a name: backward reads c.get(s.rstd), not "the fourth thing saved", so a reader sees what
+// each formula uses and adding a save cannot shift the others. A tensor saved only when an
+// optional argument was given is a std::optional<SavedRef>: c.get of an empty one is an undefined
+// tensor, so what is optional is in the State's type, not in a position that depends on which
+// other arguments came. The version check and the saved-tensor hooks apply to every save as
+// before (Note [Saved tensors and versions]). Ctx::saved(i), the positional read, stays for the
+// custom ops written before SavedRef (CHANGELOG.md); ember's own ops do not use it
+// (scripts/check-docs keeps it so).
 //
 // Note [Multi-output functions]
 // An op whose forward returns std::vector<Tensor> has one output per element:
@@ -58,6 +71,7 @@
 // PyTorch's engine does); an integer gradient, or one on another device, throws. Inputs that
 // need no gradient are dropped unchecked. This catches a wrong formula at the node that produced it,
 // not three nodes later.
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -74,6 +88,17 @@ namespace ember::autograd {
 
 using Grads = std::vector<Tensor>;
 
+// Where a tensor went in its node's saved list: what Ctx::save returns (Note [Named saved tensors]).
+class SavedRef {
+ public:
+  SavedRef() = default;  // refers to nothing: reading it is an error
+
+ private:
+  friend class Ctx;
+  explicit SavedRef(size_t index) : index_(index) {}
+  size_t index_ = static_cast<size_t>(-1);
+};
+
 class Ctx {
  public:
   Ctx(bool recording, const char* op_name) : recording_(recording), op_name_(op_name) {}
@@ -81,9 +106,18 @@ class Ctx {
   // Every tensor a backward needs goes through save() — outputs, inputs, masks, indices — so all
   // of them get the version check and the saved-tensor hooks. Saving is free when nothing will
   // run backward.
-  void save(const Tensor& t) {
-    if (recording_) saved_.emplace_back(t, op_name_);
+  SavedRef save(const Tensor& t) {
+    if (!recording_) return SavedRef();
+    saved_.emplace_back(t, op_name_);
+    return SavedRef(saved_.size() - 1);
   }
+  // Note [Named saved tensors]
+  Tensor get(SavedRef ref) const {
+    EMBER_CHECK(ref.index_ < saved_.size(), "[", op_name_, "] backward read a tensor its forward did not save");
+    return saved_[ref.index_].unpack();
+  }
+  Tensor get(const std::optional<SavedRef>& ref) const { return ref ? get(*ref) : Tensor(); }
+  // The i-th save, by position: kept for custom ops written before SavedRef.
   Tensor saved(size_t i) const { return saved_.at(i).unpack(); }
   const std::vector<SavedTensor>& saved_tensors() const { return saved_; }
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }

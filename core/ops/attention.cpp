@@ -52,18 +52,21 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
 // entries of the composed version did not change either.
 struct ScaledSoftmax : Function<ScaledSoftmax> {
   static constexpr const char* name = "scaled_softmax";
-  using State = kernels::SoftmaxSpec;
+  struct State {
+    kernels::SoftmaxSpec spec;
+    autograd::SavedRef probabilities;
+  };
   static Tensor forward(Ctx& c, State& s, const Tensor& scores, double scale, bool causal) {
     const Tensor in = scores.contiguous();
-    s = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0};
+    s.spec = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0};
     Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
-    if (y.numel() > 0) kernels::softmax[in.device()](in, y, s);
-    c.save(y);
+    if (y.numel() > 0) kernels::softmax[in.device()](in, y, s.spec);
+    s.probabilities = c.save(y);
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    const Tensor y = c.saved(0);
-    return {ops::softmax_backward(y, g, y.dim() - 1, s)};
+    const Tensor y = c.get(s.probabilities);
+    return {ops::softmax_backward(y, g, y.dim() - 1, s.spec)};
   }
 };
 

@@ -30,13 +30,15 @@ Tensor clamped_log(const Tensor& x) { return clamp(log(x), kLogFloor, kInf); }
 //   d/dx = (x - t) / max(x (1 - x), 1e-12)        d/dt = log(1 - x) - log(x)  (clamped logs)
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr const char* name = "binary_cross_entropy";
-  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& t) {
-    c.save(x);
-    c.save(t);
+  struct State {
+    autograd::SavedRef input, target;
+  };
+  static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& t) {
+    s = {c.save(x), c.save(t)};
     return -(t * clamped_log(x) + (1.0 - t) * clamped_log(1.0 - x));
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    const Tensor x = c.saved(0), t = c.saved(1);
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    const Tensor x = c.get(s.input), t = c.get(s.target);
     Tensor gx, gt;
     if (c.needs_input_grad(0)) gx = g * (x - t) / clamp(x * (1.0 - x), 1e-12, kInf);
     if (c.needs_input_grad(1)) gt = g * (clamped_log(1.0 - x) - clamped_log(x));
@@ -56,20 +58,21 @@ struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr const char* name = "binary_cross_entropy_with_logits";
   struct State {
     bool has_pos_weight;
+    autograd::SavedRef input, target;
+    std::optional<autograd::SavedRef> pos_weight;  // when given
   };
   static Tensor softplus_neg(const Tensor& x) { return relu(-x) + log(1.0 + exp(-abs(x))); }
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& t, const Tensor& pos_weight) {
     s.has_pos_weight = pos_weight.defined();
-    c.save(x);
-    c.save(t);
-    if (s.has_pos_weight) c.save(pos_weight);
+    s.input = c.save(x);
+    s.target = c.save(t);
+    if (s.has_pos_weight) s.pos_weight = c.save(pos_weight);
     const Tensor w_pos = s.has_pos_weight ? 1.0 + (pos_weight - 1.0) * t : Tensor();
     const Tensor sp = softplus_neg(x);
     return (1.0 - t) * x + (w_pos.defined() ? w_pos * sp : sp);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    const Tensor x = c.saved(0), t = c.saved(1);
-    const Tensor pos_weight = s.has_pos_weight ? c.saved(2) : Tensor();
+    const Tensor x = c.get(s.input), t = c.get(s.target), pos_weight = c.get(s.pos_weight);
     Tensor gx, gt, gp;
     if (c.needs_input_grad(0))
       gx = g * (s.has_pos_weight ? (1.0 + (pos_weight - 1.0) * t) * sigmoid(x) - pos_weight * t : sigmoid(x) - t);

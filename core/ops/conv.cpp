@@ -30,12 +30,11 @@ struct Conv2d : Function<Conv2d> {
   static constexpr const char* name = "conv2d";
   struct State {
     Window2d window;
+    autograd::SavedRef input, weight;
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const Window2d& g) {
-    c.save(x);
-    c.save(weight);
-    s.window = g;
+    s = {g, c.save(x), c.save(weight)};
     const int64_t oc = weight.size(0);
     Tensor out = ops::empty_on({g.n, oc, g.oh * g.ow}, x.dtype(), x.device());
     if (out.numel() > 0) kernels::conv2d_forward[x.device()](x.contiguous(), flat_weight(weight, g), g, out);
@@ -44,7 +43,7 @@ struct Conv2d : Function<Conv2d> {
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& grad) {
     const Window2d& g = s.window;
-    const Tensor x = c.saved(0), weight = c.saved(1);
+    const Tensor x = c.get(s.input), weight = c.get(s.weight);
     const Tensor g3 = grad.contiguous().view({g.n, weight.size(0), g.oh * g.ow});
     Tensor gx, gw, gb;
     if (c.needs_input_grad(0)) {

@@ -1,5 +1,6 @@
 // Elementwise ops: forward (a kernel call) and backward (tensor ops, so any device) side by side.
 #include <cmath>
+#include <optional>
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
@@ -44,6 +45,15 @@ struct Operands {
 
 Operands operands_of(const Tensor& a, const Tensor& b) { return {{a.shape(), a.dtype()}, {b.shape(), b.dtype()}}; }
 
+// The State of a binary op whose backward reads the operands' values too.
+struct SavedOperands : Operands {
+  autograd::SavedRef a_value, b_value;
+};
+
+SavedOperands save_operands(Ctx& c, const Tensor& a, const Tensor& b) {
+  return {operands_of(a, b), c.save(a), c.save(b)};
+}
+
 // The gradient for an input of a broadcasting op: summed back to the input's shape and dtype.
 Tensor reduce_grad(const Tensor& g, const Operand& input) { return sum_to(g, input.shape).to(input.dtype); }
 
@@ -75,50 +85,45 @@ struct Sub : Function<Sub> {
 
 struct Mul : Function<Mul> {
   static constexpr const char* name = "mul";
-  using State = Operands;
+  using State = SavedOperands;
   static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
-    s = operands_of(a, b);
-    c.save(a);
-    c.save(b);
+    s = save_operands(c, a, b);
     return ops::binary_kernel(BinaryOp::Mul, a, b, name);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    return {c.needs_input_grad(0) ? reduce_grad(g * c.saved(1), s.a) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * c.saved(0), s.b) : Tensor()};
+    return {c.needs_input_grad(0) ? reduce_grad(g * c.get(s.b_value), s.a) : Tensor(),
+            c.needs_input_grad(1) ? reduce_grad(g * c.get(s.a_value), s.b) : Tensor()};
   }
 };
 
 struct Div : Function<Div> {
   static constexpr const char* name = "div";
-  using State = Operands;
+  using State = SavedOperands;
   static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
-    s = operands_of(a, b);
-    c.save(a);
-    c.save(b);
+    s = save_operands(c, a, b);
     return ops::binary_kernel(BinaryOp::Div, a, b, name);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor b = c.saved(1);
+    Tensor b = c.get(s.b_value);
     return {c.needs_input_grad(0) ? reduce_grad(g / b, s.a) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(-g * c.saved(0) / (b * b), s.b) : Tensor()};
+            c.needs_input_grad(1) ? reduce_grad(-g * c.get(s.a_value) / (b * b), s.b) : Tensor()};
   }
 };
 
 struct Pow : Function<Pow> {
   static constexpr const char* name = "pow";
-  using State = Operands;
+  struct State : SavedOperands {
+    autograd::SavedRef y;
+  };
   static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
-    s = operands_of(a, b);
     Tensor y = ops::binary_kernel(BinaryOp::Pow, a, b, name);
-    c.save(a);
-    c.save(b);
-    c.save(y);
+    s = {save_operands(c, a, b), c.save(y)};
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor a = c.saved(0), b = c.saved(1);
+    Tensor a = c.get(s.a_value), b = c.get(s.b_value);
     return {c.needs_input_grad(0) ? reduce_grad(g * b * pow(a, b - 1.0), s.a) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * c.saved(2) * log(a), s.b) : Tensor()};
+            c.needs_input_grad(1) ? reduce_grad(g * c.get(s.y) * log(a), s.b) : Tensor()};
   }
 };
 
@@ -127,15 +132,13 @@ struct Pow : Function<Pow> {
 template <BinaryOp Op>
 struct Extremum : Function<Extremum<Op>> {
   static constexpr const char* name = Op == BinaryOp::Maximum ? "maximum" : "minimum";
-  using State = Operands;
+  using State = SavedOperands;
   static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b) {
-    s = operands_of(a, b);
-    c.save(a);
-    c.save(b);
+    s = save_operands(c, a, b);
     return ops::binary_kernel(Op, a, b, name);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor a = c.saved(0), b = c.saved(1);
+    Tensor a = c.get(s.a_value), b = c.get(s.b_value);
     const Tensor half_tie = eq(a, b).to(g.dtype()) * 0.5;
     auto share = [&](const Tensor& lost) { return g * (1.0 - lost.to(g.dtype()) - half_tie); };
     const bool max = Op == BinaryOp::Maximum;
@@ -159,22 +162,30 @@ struct Affine : Function<Affine> {
   }
 };
 
+// What a unary op's f' is computed from (and so what it saves): its input or its output.
+struct SavedOperand {
+  autograd::SavedRef value;  // x or y, as the op's `SaveOutput` says
+};
+
 // The forward of a unary op whose gradient is g * f'(saved): runs the kernel (a and b are its
 // scalar parameters, see kernels::UnaryOp) and saves what f' is computed from, the input
-// (SaveOutput = false) or the output (SaveOutput = true).
+// (SaveOutput = false) or the output (SaveOutput = true), into `saved`.
 template <UnaryOp Op, bool SaveOutput>
-Tensor unary_forward(Ctx& c, const Tensor& x, const char* name, double a = 0, double b = 0) {
+Tensor unary_forward(Ctx& c, SavedOperand& saved, const Tensor& x, const char* name, double a = 0, double b = 0) {
   ops::check_floating(x, name);
   Tensor y = ops::unary_kernel(Op, x, a, b);
-  c.save(SaveOutput ? y : x);
+  saved.value = c.save(SaveOutput ? y : x);
   return y;
 }
 
 // The unary ops without parameters: each gives only f' as `derivative`.
 template <class Derived, UnaryOp Op, bool SaveOutput>
 struct UnaryFunction : Function<Derived> {
-  static Tensor forward(Ctx& c, const Tensor& x) { return unary_forward<Op, SaveOutput>(c, x, Derived::name); }
-  static Grads backward(Ctx& c, const Tensor& g) { return {g * Derived::derivative(c.saved(0))}; }
+  using State = SavedOperand;
+  static Tensor forward(Ctx& c, State& s, const Tensor& x) {
+    return unary_forward<Op, SaveOutput>(c, s, x, Derived::name);
+  }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g * Derived::derivative(c.get(s.value))}; }
 };
 
 struct Exp : UnaryFunction<Exp, UnaryOp::Exp, true> {
@@ -204,8 +215,11 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
 // its gradient, as PyTorch's does.
 struct Relu : Function<Relu> {
   static constexpr const char* name = "relu";
-  static Tensor forward(Ctx& c, const Tensor& x) { return unary_forward<UnaryOp::Relu, true>(c, x, name); }
-  static Grads backward(Ctx& c, const Tensor& g) { return {ops::binary_kernel(BinaryOp::ReluGrad, g, c.saved(0), name)}; }
+  using State = SavedOperand;  // the output
+  static Tensor forward(Ctx& c, State& s, const Tensor& x) { return unary_forward<UnaryOp::Relu, true>(c, s, x, name); }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) {
+    return {ops::binary_kernel(BinaryOp::ReluGrad, g, c.get(s.value), name)};
+  }
 };
 struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, true> {
   static constexpr const char* name = "sigmoid";
@@ -225,24 +239,25 @@ struct Silu : UnaryFunction<Silu, UnaryOp::Silu, false> {
 };
 
 // The unary ops with scalar parameters (leaky_relu's slope, pow's exponent, clamp's bounds):
-// each declares them by name as its State, in the order of the kernel's (a, b), and gives f' as
-// `derivative`, which reads them from the State. All three compute f' from the input.
+// each declares them by name as its State, after the saved input (a SavedOperand base) and in
+// the order of the kernel's (a, b), and gives f' as `derivative`, which reads them from the
+// State. All three compute f' from the input.
 template <class Derived, UnaryOp Op>
 struct UnaryFunctionWithParams : Function<Derived> {
   template <class State, class... Params>
   static Tensor forward(Ctx& c, State& s, const Tensor& x, Params... params) {
-    s = State{params...};
-    return unary_forward<Op, false>(c, x, Derived::name, params...);
+    s = State{{}, params...};
+    return unary_forward<Op, false>(c, s, x, Derived::name, params...);
   }
   template <class State>
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    return {g * Derived::derivative(c.saved(0), s)};
+    return {g * Derived::derivative(c.get(s.value), s)};
   }
 };
 
 struct LeakyRelu : UnaryFunctionWithParams<LeakyRelu, UnaryOp::LeakyRelu> {
   static constexpr const char* name = "leaky_relu";
-  struct State {
+  struct State : SavedOperand {
     double negative_slope;
   };
   static Tensor derivative(const Tensor& x, const State& s) {
@@ -252,14 +267,14 @@ struct LeakyRelu : UnaryFunctionWithParams<LeakyRelu, UnaryOp::LeakyRelu> {
 };
 struct PowScalar : UnaryFunctionWithParams<PowScalar, UnaryOp::PowScalar> {
   static constexpr const char* name = "pow";
-  struct State {
+  struct State : SavedOperand {
     double exponent;
   };
   static Tensor derivative(const Tensor& x, const State& s) { return s.exponent * pow(x, s.exponent - 1.0); }
 };
 struct Clamp : UnaryFunctionWithParams<Clamp, UnaryOp::Clamp> {
   static constexpr const char* name = "clamp";
-  struct State {
+  struct State : SavedOperand {
     double min, max;
   };
   static Tensor derivative(const Tensor& x, const State& s) {
@@ -282,28 +297,29 @@ struct ClampTensors : Function<ClampTensors> {
   struct State {
     Operand x, min, max;
     bool has_min, has_max;
+    autograd::SavedRef x_value;
+    std::optional<autograd::SavedRef> min_value, max_value;  // when the bound is given
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& min, const Tensor& max) {
     s.x = {x.shape(), x.dtype()};
     s.has_min = min.defined();
     s.has_max = max.defined();
-    c.save(x);
+    s.x_value = c.save(x);
     Tensor y = x;
     if (s.has_min) {
       s.min = {min.shape(), min.dtype()};
-      c.save(min);
+      s.min_value = c.save(min);
       y = where(either(lt(y, min), is_nan(min)), min, y);
     }
     if (s.has_max) {
       s.max = {max.shape(), max.dtype()};
-      c.save(max);
+      s.max_value = c.save(max);
       y = where(either(gt(y, max), is_nan(max)), max, y);
     }
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    const Tensor x = c.saved(0), lo = s.has_min ? c.saved(1) : Tensor();
-    const Tensor hi = s.has_max ? c.saved(s.has_min ? 2 : 1) : Tensor();
+    const Tensor x = c.get(s.x_value), lo = c.get(s.min_value), hi = c.get(s.max_value);
     const Tensor zero = ops::wrap_scalar(0.0, g);
     auto routed = [&](const Tensor& mask, const Operand& to) { return reduce_grad(where(mask, g, zero), to); };
     Tensor gx, glo, ghi;
@@ -326,15 +342,16 @@ struct ClampTensors : Function<ClampTensors> {
 
 struct Where : Function<Where> {
   static constexpr const char* name = "where";
-  using State = Operands;
+  struct State : Operands {
+    autograd::SavedRef cond;
+  };
   static Tensor forward(Ctx& c, State& s, const Tensor& cond, const Tensor& a, const Tensor& b) {
     EMBER_CHECK(cond.dtype() == kUInt8, "[where] condition must be a uint8 mask, got ", cond.dtype());
     ops::check_same_device(cond, a, name);
     ops::check_same_device(a, b, name);
     Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
     DType dtype = promote(a.dtype(), b.dtype());
-    s = operands_of(a, b);
-    c.save(cond);
+    s = {operands_of(a, b), c.save(cond)};
     Tensor out = ops::empty_on(shape, dtype, a.device());
     if (out.numel() > 0)
       kernels::where[a.device()](cond.expand(shape), a.to(dtype).expand(shape), b.to(dtype).expand(shape), out);
@@ -343,7 +360,7 @@ struct Where : Function<Where> {
   // Routed by where itself rather than multiplied by the mask: any nonzero condition selects a,
   // so a mask holding 2 must not double a's gradient (nor give b a negative one).
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor cond = c.saved(0), zero = ops::wrap_scalar(0.0, g);
+    Tensor cond = c.get(s.cond), zero = ops::wrap_scalar(0.0, g);
     return {Tensor(), c.needs_input_grad(1) ? reduce_grad(where(cond, g, zero), s.a) : Tensor(),
             c.needs_input_grad(2) ? reduce_grad(where(cond, zero, g), s.b) : Tensor()};
   }

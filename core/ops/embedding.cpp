@@ -18,6 +18,7 @@ struct Embedding : Function<Embedding> {
   static constexpr const char* name = "embedding";
   struct State {
     Shape weight_shape;
+    autograd::SavedRef ids;  // flattened
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& weight, const Tensor& ids) {
     s.weight_shape = weight.shape();
@@ -26,11 +27,11 @@ struct Embedding : Function<Embedding> {
     Tensor flat = ids.view({ids.numel()});
     Tensor out = ops::empty_on(out_shape, weight.dtype(), weight.device());
     if (out.numel() > 0) kernels::embedding_forward[weight.device()](weight, flat, out.view({ids.numel(), weight.size(1)}));
-    c.save(flat);
+    s.ids = c.save(flat);
     return out;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor ids = c.saved(0);
+    Tensor ids = c.get(s.ids);
     Tensor gw = ops::empty_on(s.weight_shape, g.dtype(), g.device());
     if (gw.numel() > 0)
       kernels::embedding_backward[g.device()](g.contiguous().view({ids.numel(), s.weight_shape[1]}), ids, gw);

@@ -20,6 +20,7 @@ namespace {
 struct IndexedInput {
   Shape input_shape;
   int64_t dim;
+  autograd::SavedRef index;  // contiguous
 };
 
 // Indices on the host are checked here. Indices on a GPU are checked by the kernel that reads them,
@@ -42,15 +43,14 @@ struct IndexSelect : Function<IndexSelect> {
     Split3 split = split_at(x.shape(), dim);
     Tensor out = ops::empty_on(out_shape, x.dtype(), x.device()), idx = index.contiguous();
     if (out.numel() > 0) kernels::index_select[x.device()](x.contiguous(), idx, split.outer, split.k, split.inner, out);
-    s = {x.shape(), dim};
-    c.save(idx);
+    s = {x.shape(), dim, c.save(idx)};
     return out;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor gx = zeros(s.input_shape, TensorOptions(g.dtype()).with_device(g.device()));
     Split3 split = split_at(s.input_shape, s.dim);
     if (g.numel() > 0)
-      kernels::index_add[g.device()](g.contiguous(), c.saved(0), split.outer, split.k, split.inner, gx);
+      kernels::index_add[g.device()](g.contiguous(), c.get(s.index), split.outer, split.k, split.inner, gx);
     return {gx, Tensor()};
   }
 };
@@ -62,15 +62,14 @@ struct Gather : Function<Gather> {
     Split3 split = split_at(x.shape(), dim);
     Tensor out = ops::empty_on(index.shape(), x.dtype(), x.device()), idx = index.contiguous();
     if (out.numel() > 0) kernels::gather[x.device()](x.contiguous(), idx, split.outer, split.k, split.inner, out);
-    s = {x.shape(), dim};
-    c.save(idx);
+    s = {x.shape(), dim, c.save(idx)};
     return out;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor gx = zeros(s.input_shape, TensorOptions(g.dtype()).with_device(g.device()));
     Split3 split = split_at(s.input_shape, s.dim);
     if (g.numel() > 0)
-      kernels::scatter_add[g.device()](g.contiguous(), c.saved(0), split.outer, split.k, split.inner, gx);
+      kernels::scatter_add[g.device()](g.contiguous(), c.get(s.index), split.outer, split.k, split.inner, gx);
     return {gx, Tensor()};
   }
 };

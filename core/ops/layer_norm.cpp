@@ -22,6 +22,7 @@ struct LayerNorm : Function<LayerNorm> {
   static constexpr const char* name = "layer_norm";
   struct State {
     int64_t cols;  // the normalised size
+    autograd::SavedRef input, weight, mean, rstd;  // mean and rstd: one per row
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t cols,
                         double eps) {
@@ -32,21 +33,21 @@ struct LayerNorm : Function<LayerNorm> {
     if (out.numel() > 0)
       kernels::layer_norm_forward[x.device()](x.view({rows, cols}), weight, bias, eps, out.view({rows, cols}), mean,
                                               rstd);
-    c.save(x);
-    c.save(weight);
-    c.save(mean);
-    c.save(rstd);
+    s.input = c.save(x);
+    s.weight = c.save(weight);
+    s.mean = c.save(mean);
+    s.rstd = c.save(rstd);
     return out;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor x = c.saved(0), weight = c.saved(1);
+    Tensor x = c.get(s.input), weight = c.get(s.weight);
     const int64_t rows = s.cols == 0 ? 0 : x.numel() / s.cols;
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     Tensor gw = c.needs_input_grad(1) ? ops::empty_on(weight.shape(), x.dtype(), x.device()) : Tensor();
     Tensor gb = c.needs_input_grad(2) ? ops::empty_on(weight.shape(), x.dtype(), x.device()) : Tensor();
     if (x.numel() > 0) {
       kernels::layer_norm_backward[x.device()](g.contiguous().view({rows, s.cols}), x.view({rows, s.cols}),
-                                               c.saved(2), c.saved(3), weight, gx.view({rows, s.cols}),
+                                               c.get(s.mean), c.get(s.rstd), weight, gx.view({rows, s.cols}),
                                                gw.defined() ? gw.view({s.cols}) : gw,
                                                gb.defined() ? gb.view({s.cols}) : gb);
     } else {  // no rows: the sums over rows are empty

@@ -23,6 +23,7 @@ struct CrossEntropy : Function<CrossEntropy> {
   struct State {
     int64_t ignore_index;
     double label_smoothing;
+    autograd::SavedRef logits, target, logsumexp;  // contiguous; one logsumexp per row
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& logits, const Tensor& target, int64_t ignore_index,
                         double smoothing) {
@@ -30,17 +31,14 @@ struct CrossEntropy : Function<CrossEntropy> {
     const int64_t n = x.size(0);
     Tensor loss = ops::empty_on({n}, x.dtype(), x.device()), lse = ops::empty_on({n}, x.dtype(), x.device());
     if (n > 0) kernels::cross_entropy_forward[x.device()](x, t, ignore_index, smoothing, loss, lse);
-    c.save(x);
-    c.save(t);
-    c.save(lse);
-    s = {ignore_index, smoothing};
+    s = {ignore_index, smoothing, c.save(x), c.save(t), c.save(lse)};
     return loss;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor x = c.saved(0);
+    Tensor x = c.get(s.logits);
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     if (gx.numel() > 0)
-      kernels::cross_entropy_backward[x.device()](x, c.saved(1), c.saved(2), g.contiguous(), s.ignore_index,
+      kernels::cross_entropy_backward[x.device()](x, c.get(s.target), c.get(s.logsumexp), g.contiguous(), s.ignore_index,
                                                   s.label_smoothing, gx);
     return {gx, Tensor()};
   }

@@ -59,6 +59,7 @@ struct Matmul : Function<Matmul> {
   static constexpr const char* name = "matmul";
   struct State {
     Shape bias_shape;
+    autograd::SavedRef a, b;
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& a, const Tensor& b, const Tensor& bias) {
     const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
@@ -67,8 +68,8 @@ struct Matmul : Function<Matmul> {
     Shape out_shape = batch;
     out_shape.push_back(m);
     out_shape.push_back(n);
-    c.save(a);
-    c.save(b);
+    s.a = c.save(a);
+    s.b = c.save(b);
     Tensor out = ops::empty_on({nb, m, n}, a.dtype(), a.device());
     if (bias.defined()) {
       s.bias_shape = bias.shape();
@@ -81,7 +82,7 @@ struct Matmul : Function<Matmul> {
     return out.view(out_shape);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    Tensor a = c.saved(0), b = c.saved(1);
+    Tensor a = c.get(s.a), b = c.get(s.b);
     Tensor ga, gb;
     if (c.needs_input_grad(0)) ga = sum_to(matmul(g, b.transpose(-1, -2)), a.shape());
     if (c.needs_input_grad(1)) {

@@ -71,25 +71,25 @@ Tensor contiguous_if_defined(const Tensor& t) { return t.defined() ? t.contiguou
 // fused backward accounts for their dependence on x) and updates `running`.
 struct BatchNormTrain : Function<BatchNormTrain> {
   static constexpr const char* name = "batch_norm";
-  static Tensor forward(Ctx& c, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+  struct State {
+    autograd::SavedRef input, weight, mean, invstd;  // mean and invstd: the batch's, per channel
+  };
+  static Tensor forward(Ctx& c, State& st, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                         const kernels::BatchNormRunning& running) {
     const Layout l = layout_of(x);
     Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
     Tensor mean = ops::empty_on({l.c}, x.dtype(), x.device()), invstd = ops::empty_on({l.c}, x.dtype(), x.device());
     kernels::batch_norm_train_forward[x.device()](x, l.n, l.c, l.s, weight, bias, eps, running, out, mean, invstd);
-    c.save(x);
-    c.save(weight);
-    c.save(mean);
-    c.save(invstd);
+    st = {c.save(x), c.save(weight), c.save(mean), c.save(invstd)};
     return out;
   }
-  static Grads backward(Ctx& c, const Tensor& g) {
-    Tensor x = c.saved(0), weight = c.saved(1);
+  static Grads backward(Ctx& c, const State& st, const Tensor& g) {
+    Tensor x = c.get(st.input), weight = c.get(st.weight);
     const Layout l = layout_of(x);
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
     Tensor gw = c.needs_input_grad(1) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
     Tensor gb = c.needs_input_grad(2) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
-    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.saved(2), c.saved(3), weight, gx,
+    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.get(st.mean), c.get(st.invstd), weight, gx,
                                              gw, gb);
     return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb};
   }
@@ -103,26 +103,23 @@ struct BatchNormEval : Function<BatchNormEval> {
   static constexpr const char* name = "batch_norm";
   struct State {
     double eps;
+    autograd::SavedRef input, running_mean, running_var, weight;
   };
   static Tensor forward(Ctx& c, State& st, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, double eps) {
     const Layout l = layout_of(x);
     Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
     kernels::batch_norm_eval_forward[x.device()](x, l.n, l.c, l.s, running_mean, running_var, weight, bias, eps, out);
-    c.save(x);
-    c.save(running_mean);
-    c.save(running_var);
-    c.save(weight);
-    st.eps = eps;
+    st = {eps, c.save(x), c.save(running_mean), c.save(running_var), c.save(weight)};
     return out;
   }
   static Grads backward(Ctx& c, const State& st, const Tensor& g) {
-    const Tensor x = c.saved(0), weight = c.saved(3);
-    const Tensor invstd = rsqrt(c.saved(2) + st.eps);
+    const Tensor x = c.get(st.input), weight = c.get(st.weight);
+    const Tensor invstd = rsqrt(c.get(st.running_var) + st.eps);
     Tensor gx, gw, gb;
     if (c.needs_input_grad(0)) gx = g * per_channel(weight.defined() ? invstd * weight : invstd, x);
     if (c.needs_input_grad(3))
-      gw = sum(g * ((x - per_channel(c.saved(1), x)) * per_channel(invstd, x)), all_but_channels(x));
+      gw = sum(g * ((x - per_channel(c.get(st.running_mean), x)) * per_channel(invstd, x)), all_but_channels(x));
     if (c.needs_input_grad(4)) gb = sum(g, all_but_channels(x));
     return {gx, Tensor(), Tensor(), gw, gb};
   }

@@ -32,18 +32,18 @@ struct MaxPool2d : Function<MaxPool2d> {
   static constexpr const char* name = "max_pool2d";
   struct State {
     Window2d window;
+    autograd::SavedRef indices;  // of each output's maximum in its window
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Window2d& g) {
     Tensor out = empty_output(x, g), indices = ops::empty_on(out.shape(), kInt64, x.device());
     if (out.numel() > 0) kernels::max_pool2d_forward[x.device()](x.contiguous(), g, out, indices);
-    c.save(indices);
-    s.window = g;
+    s = {g, c.save(indices)};
     return out;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& grad) {
     const Window2d& g = s.window;
     Tensor gx = empty_input(grad, g).zero_();
-    if (grad.numel() > 0) kernels::max_pool2d_backward[grad.device()](grad.contiguous(), c.saved(0), g, gx);
+    if (grad.numel() > 0) kernels::max_pool2d_backward[grad.device()](grad.contiguous(), c.get(s.indices), g, gx);
     return {gx};
   }
 };

@@ -65,14 +65,15 @@ struct Dropout : Function<Dropout> {
   static constexpr const char* name = "dropout";
   struct State {
     double scale;  // 1 / (1 - p): what a kept element is multiplied by
+    autograd::SavedRef keep;
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, double p) {
     Tensor keep = rand(x.shape(), TensorOptions(x.dtype()).with_device(x.device())) >= p;
     s.scale = 1.0 / (1.0 - p);
-    c.save(keep);
+    s.keep = c.save(keep);
     return masked_scale(x, keep, s.scale);
   }
-  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {masked_scale(g, c.saved(0), s.scale)}; }
+  static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {masked_scale(g, c.get(s.keep), s.scale)}; }
 };
 
 }  // namespace

@@ -90,16 +90,17 @@ struct Reduce : Function<Reduce<Op>> {
   struct State {
     Shape input_shape;
     Shape dims;  // the reduced dims, sorted and non-negative
+    autograd::SavedRef input, extremum;  // max and min only
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Shape& dims, bool keepdim) {
     Shape norm = normalize_dims(dims, x.dim(), name);
     if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min)
       EMBER_CHECK(x.numel() > 0, "[", name, "] cannot reduce an empty tensor of shape ", shape_str(x.shape()));
     Tensor y = reduce_dims(Op, x, norm, name);
-    s = {x.shape(), norm};
+    s = {x.shape(), norm, {}, {}};
     if constexpr (Op == ReduceOp::Max || Op == ReduceOp::Min) {
-      c.save(x);
-      c.save(y);
+      s.input = c.save(x);
+      s.extremum = c.save(y);
     }
     return keepdim ? y : y.view(squeezed_shape(x.shape(), norm));
   }
@@ -109,7 +110,7 @@ struct Reduce : Function<Reduce<Op>> {
     if constexpr (Op == ReduceOp::Sum) return {gk.expand(in_shape)};
     if constexpr (Op == ReduceOp::Mean) return {(gk / static_cast<double>(count_of(in_shape, dims))).expand(in_shape)};
     // max/min: split the gradient evenly between the elements equal to the extremum
-    Tensor mask = (c.saved(0) == c.saved(1)).to(g.dtype());
+    Tensor mask = (c.get(s.input) == c.get(s.extremum)).to(g.dtype());
     Tensor ties = reduce_dims(ReduceOp::Sum, mask, dims, name);
     return {mask * (gk / ties)};
   }
@@ -125,21 +126,22 @@ struct Var : Function<Var> {
     Shape input_shape;
     Shape dims;  // the reduced dims, sorted and non-negative
     double divisor;
+    autograd::SavedRef input, mean;  // mean: in the keepdim shape
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
     Shape norm = normalize_dims(dims, x.dim(), name);
     const auto count = static_cast<double>(count_of(x.shape(), norm));
-    s = {x.shape(), norm, std::max(count - static_cast<double>(correction), 0.0)};
+    s = {x.shape(), norm, std::max(count - static_cast<double>(correction), 0.0), {}, {}};
     Tensor mu = reduce_dims(ReduceOp::Mean, x, norm, name);
     Tensor centred = x - mu;
     Tensor v = reduce_dims(ReduceOp::Sum, centred * centred, norm, name) / s.divisor;
-    c.save(x);
-    c.save(mu);
+    s.input = c.save(x);
+    s.mean = c.save(mu);
     return keepdim ? v : v.view(squeezed_shape(x.shape(), norm));
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor gk = g.reshape(keepdim_shape(s.input_shape, s.dims));
-    return {gk * (c.saved(0) - c.saved(1)) * (2.0 / s.divisor)};
+    return {gk * (c.get(s.input) - c.get(s.mean)) * (2.0 / s.divisor)};
   }
 };
 
@@ -148,6 +150,7 @@ struct Softmax : Function<Softmax<Log>> {
   static constexpr const char* name = Log ? "log_softmax" : "softmax";
   struct State {
     int64_t dim;  // wrapped: non-negative
+    autograd::SavedRef output;
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, int64_t dim) {
     ops::check_floating(x, name);
@@ -158,11 +161,11 @@ struct Softmax : Function<Softmax<Log>> {
     Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
     if (y.numel() > 0) kernels::softmax[x.device()](in, y, {.log = Log});
     y = x.dim() == 0 ? y.reshape({}) : y.transpose(d, last).contiguous();
-    c.save(y);
+    s.output = c.save(y);
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    return {ops::softmax_backward(c.saved(0), g, s.dim, {.log = Log})};
+    return {ops::softmax_backward(c.get(s.output), g, s.dim, {.log = Log})};
   }
 };
 

@@ -8,12 +8,15 @@ using namespace ember;
 // y = log(1 + exp(x)), computed stably as relu(x) + log(1 + exp(-|x|)); dy/dx = sigmoid(x).
 struct Softplus : autograd::Function<Softplus> {
   static constexpr const char* name = "softplus";
-  static Tensor forward(autograd::Ctx& c, const Tensor& x) {
-    c.save(x);  // what backward needs; forward's own ops record nothing
+  struct State {
+    autograd::SavedRef x;  // what backward needs, by name
+  };
+  static Tensor forward(autograd::Ctx& c, State& s, const Tensor& x) {
+    s.x = c.save(x);  // forward's own ops record nothing
     return relu(x) + log(exp(-abs(x)) + 1.0);
   }
-  static autograd::Grads backward(autograd::Ctx& c, const Tensor& grad) {
-    return {grad * sigmoid(c.saved(0))};  // one gradient per input
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& grad) {
+    return {grad * sigmoid(c.get(s.x))};  // one gradient per input
   }
 };
 

@@ -10,7 +10,7 @@ namespace ember::exercises {
 Tensor CheckpointSegment::forward(autograd::Ctx& c, State& s, const Segment& fn, const std::vector<Tensor>& inputs) {
   s.fn = fn;
   s.rng = get_rng_states();
-  for (const Tensor& x : inputs) c.save(x);
+  for (const Tensor& x : inputs) s.inputs.push_back(c.save(x));
   return fn(inputs);
 }
 
@@ -20,10 +20,9 @@ Tensor CheckpointSegment::forward(autograd::Ctx& c, State& s, const Segment& fn,
 // replay does not move anyone's random stream. autograd::grad backpropagates g through the new
 // graph and returns the gradients of the leaves that need one; the graph dies with `y`.
 autograd::Grads CheckpointSegment::backward(autograd::Ctx& c, const State& s, const Tensor& g) {
-  const size_t count = c.saved_tensors().size();
   std::vector<Tensor> leaves, wanted;
-  for (size_t i = 0; i < count; ++i) {
-    Tensor leaf = c.saved(i).detach();
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    Tensor leaf = c.get(s.inputs[i]).detach();
     if (c.needs_input_grad(i)) {
       leaf.requires_grad_();
       wanted.push_back(leaf);
@@ -38,8 +37,8 @@ autograd::Grads CheckpointSegment::backward(autograd::Ctx& c, const State& s, co
     y = s.fn(leaves);
   }
   const std::vector<Tensor> wanted_grads = autograd::grad({y}, wanted, {g});
-  autograd::Grads grads(count);
-  for (size_t i = 0, next = 0; i < count; ++i)
+  autograd::Grads grads(s.inputs.size());
+  for (size_t i = 0, next = 0; i < s.inputs.size(); ++i)
     if (c.needs_input_grad(i)) grads[i] = wanted_grads[next++];
   return grads;
 }
