@@ -3,6 +3,8 @@
 // on float32 inputs.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -100,6 +102,33 @@ struct IntegerGrad : autograd::Function<IntegerGrad> {
   static constexpr const char* name = "integer_grad";
   static Tensor forward(autograd::Ctx&, const Tensor& x) { return x * 2.0; }
   static autograd::Grads backward(autograd::Ctx&, const Tensor& g) { return {g.to(kInt64)}; }
+};
+
+// Note [Named saved tensors]: x * w, w optional (absent: x * 1); and a backward reading a ref its
+// forward never filled.
+struct MaybeScaled : autograd::Function<MaybeScaled> {
+  static constexpr const char* name = "maybe_scaled";
+  struct State {
+    autograd::SavedRef x;
+    std::optional<autograd::SavedRef> w;
+  };
+  static Tensor forward(autograd::Ctx& c, State& s, const Tensor& x, const Tensor& w) {
+    s.x = c.save(x);
+    if (w.defined()) s.w = c.save(w);
+    return w.defined() ? x * w : x * 1.0;
+  }
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& g) {
+    const Tensor w = c.get(s.w);  // undefined when no w was given
+    return {w.defined() ? g * w : g, w.defined() ? g * c.get(s.x) : Tensor()};
+  }
+};
+struct ReadsAnUnfilledRef : autograd::Function<ReadsAnUnfilledRef> {
+  static constexpr const char* name = "reads_an_unfilled_ref";
+  struct State {
+    autograd::SavedRef never_saved;
+  };
+  static Tensor forward(autograd::Ctx&, State&, const Tensor& x) { return x * 2.0; }
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor&) { return {c.get(s.never_saved)}; }
 };
 
 // x + b with b broadcast over the rows; the backward returns g for both and leaves b's reduction
@@ -224,6 +253,19 @@ TEST(GradientShapes, AGradientOfAnotherFloatingDtypeIsCastAndAnIntegerOneIsRefus
   Tensor z = tensor({1, 2}).requires_grad_();
   expect_error([&] { sum(IntegerGrad::apply(z)).backward(); },
                "[integer_grad] backward returned a gradient of dtype int64 for input 0; gradients are floating point");
+}
+
+TEST(NamedSavedTensors, AnOptionalSaveIsReadByNameAndAMissingOneFailsNamingTheOp) {
+  Tensor x = tensor({1, 2}).requires_grad_(), w = tensor({3, 4}).requires_grad_();
+  sum(MaybeScaled::apply(x, w)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{3, 4}));
+  EXPECT_EQ(values(w.grad()), (std::vector<double>{1, 2}));
+  Tensor z = tensor({1, 2}).requires_grad_();
+  sum(MaybeScaled::apply(z, Tensor())).backward();
+  EXPECT_EQ(values(z.grad()), (std::vector<double>{1, 1}));
+  Tensor y = tensor({1.0}).requires_grad_();
+  expect_error([&] { sum(ReadsAnUnfilledRef::apply(y)).backward(); },
+               "[reads_an_unfilled_ref] backward read a tensor its forward did not save");
 }
 
 TEST(GradientShapes, ABroadcastGradientIsSummedToTheInputShape) {
