@@ -6,8 +6,8 @@
 // Note [One thread per Philox block]
 // One Philox block is four 32-bit words, ten rounds of multiplications. Each thread computes one
 // block with curand_init + curand4 and writes the four elements it gives (fewer at the end of
-// the tensor): the CPU's loop recomputes the block per element, which is cheap there, but on the
-// GPU it would quadruple the integer work of a memory-bound kernel. (curand_init and curand4
+// the tensor), as the CPU's loop does (Note [Philox blocks side by side]): a block per element
+// would quadruple the integer work of a memory-bound kernel. (curand_init and curand4
 // compute more blocks than the one returned — the block after it, for the next call — but the
 // state is a local that nothing reads afterwards, so nvcc drops that work: the PTX of each
 // random kernel holds the 20 multiply-highs of one ten-round block.)

@@ -1,5 +1,7 @@
-// Every op: forward values on small hand-checked inputs, gradcheck (float64 central
-// differences, broadcasting included), and the error for bad shapes/dtypes.
+// The first ops: elementwise arithmetic and comparisons, reductions, softmax, matmul, the basic
+// losses, indexing and views (test_everyday_ops.cpp and test_transformer_ops.cpp hold the later
+// ones). Forward values on small hand-checked inputs, gradcheck (float64 central differences,
+// broadcasting included), and the error for bad shapes/dtypes.
 #include <gtest/gtest.h>
 
 #include <cmath>
