@@ -40,7 +40,10 @@ void queue_callback(std::function<void()> fn) {
   current_callbacks->push_back(std::move(fn));
 }
 
-Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1)), region(current_graph_region()) {}
+Node::Node(bool accumulates_into_leaf)
+    : sequence_nr(next_sequence_nr.fetch_add(1)),
+      region(current_graph_region()),
+      accumulates_into_leaf(accumulates_into_leaf) {}
 
 // Note [Destroying long graphs]
 // A node owns the nodes behind its edges, so dropping the last tensor of a chain of a million ops
@@ -118,9 +121,7 @@ namespace {
 struct ByPriority {
   bool operator()(const Node* a, const Node* b) const {
     // AccumulateGrad first, so leaf gradients land (and buffers free) as early as possible.
-    bool acc_a = dynamic_cast<const AccumulateGrad*>(a) != nullptr;
-    bool acc_b = dynamic_cast<const AccumulateGrad*>(b) != nullptr;
-    if (acc_a != acc_b) return acc_b;
+    if (a->accumulates_into_leaf != b->accumulates_into_leaf) return b->accumulates_into_leaf;
     return a->sequence_nr < b->sequence_nr;
   }
 };
@@ -213,7 +214,7 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
         if ((*captures)[c].node.get() == node) (*captured)[c] = inputs[(*captures)[c].input_nr];
       // A node that leads to no capture is not run; its children then never become ready,
       // which is right: none of them leads to a capture either.
-      if (dynamic_cast<AccumulateGrad*>(node) || !needed.count(node)) continue;
+      if (node->accumulates_into_leaf || !needed.count(node)) continue;
     }
     bool any_defined = false;
     for (const Tensor& g : inputs) any_defined |= g.defined();

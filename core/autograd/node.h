@@ -27,7 +27,7 @@ struct Edge {
 };
 
 struct Node {
-  Node();
+  Node() : Node(false) {}
   virtual ~Node();  // iterative: Note [Destroying long graphs]
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -54,11 +54,17 @@ struct Node {
   const uint64_t sequence_nr;
   // The region the node was recorded in (Note [Graph regions]).
   const GraphRegion region;
+  // Whether this is a leaf's AccumulateGrad: the engine runs those first, and asks on every
+  // comparison of its queue, so it is a field rather than a dynamic_cast.
+  const bool accumulates_into_leaf;
+
+ protected:
+  explicit Node(bool accumulates_into_leaf);
 };
 
 // The sink of a leaf tensor: adds the incoming gradient into leaf.grad.
 struct AccumulateGrad final : Node {
-  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf(std::move(leaf)) {}
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node(true), leaf(std::move(leaf)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   const char* name() const override { return "AccumulateGrad"; }
   TensorHooks* tensor_hooks(size_t) const override { return leaf->hooks.get(); }  // kept on the leaf

@@ -162,49 +162,51 @@ struct Affine : Function<Affine> {
   }
 };
 
-// What a unary op's f' is computed from (and so what it saves): its input or its output.
+// What a unary op's f' is computed from, and so what it saves.
+enum class Saves { Input, Output };
+
 struct SavedOperand {
-  autograd::SavedRef value;  // x or y, as the op's `SaveOutput` says
+  autograd::SavedRef value;  // x or y, as the op's Saves says
 };
 
 // The forward of a unary op whose gradient is g * f'(saved): runs the kernel (a and b are its
 // scalar parameters, see kernels::UnaryOp) and saves what f' is computed from, the input
-// (SaveOutput = false) or the output (SaveOutput = true), into `saved`.
-template <UnaryOp Op, bool SaveOutput>
+// or the output, as `What` says, into `saved`.
+template <UnaryOp Op, Saves What>
 Tensor unary_forward(Ctx& c, SavedOperand& saved, const Tensor& x, const char* name, double a = 0, double b = 0) {
   ops::check_floating(x, name);
   Tensor y = ops::unary_kernel(Op, x, a, b);
-  saved.value = c.save(SaveOutput ? y : x);
+  saved.value = c.save(What == Saves::Output ? y : x);
   return y;
 }
 
 // The unary ops without parameters: each gives only f' as `derivative`.
-template <class Derived, UnaryOp Op, bool SaveOutput>
+template <class Derived, UnaryOp Op, Saves What>
 struct UnaryFunction : Function<Derived> {
   using State = SavedOperand;
   static Tensor forward(Ctx& c, State& s, const Tensor& x) {
-    return unary_forward<Op, SaveOutput>(c, s, x, Derived::name);
+    return unary_forward<Op, What>(c, s, x, Derived::name);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) { return {g * Derived::derivative(c.get(s.value))}; }
 };
 
-struct Exp : UnaryFunction<Exp, UnaryOp::Exp, true> {
+struct Exp : UnaryFunction<Exp, UnaryOp::Exp, Saves::Output> {
   static constexpr const char* name = "exp";
   static Tensor derivative(const Tensor& y) { return y; }
 };
-struct Log : UnaryFunction<Log, UnaryOp::Log, false> {
+struct Log : UnaryFunction<Log, UnaryOp::Log, Saves::Input> {
   static constexpr const char* name = "log";
   static Tensor derivative(const Tensor& x) { return 1.0 / x; }
 };
-struct Sqrt : UnaryFunction<Sqrt, UnaryOp::Sqrt, true> {
+struct Sqrt : UnaryFunction<Sqrt, UnaryOp::Sqrt, Saves::Output> {
   static constexpr const char* name = "sqrt";
   static Tensor derivative(const Tensor& y) { return 0.5 / y; }
 };
-struct Rsqrt : UnaryFunction<Rsqrt, UnaryOp::Rsqrt, true> {
+struct Rsqrt : UnaryFunction<Rsqrt, UnaryOp::Rsqrt, Saves::Output> {
   static constexpr const char* name = "rsqrt";
   static Tensor derivative(const Tensor& y) { return -0.5 * y * y * y; }
 };
-struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
+struct Abs : UnaryFunction<Abs, UnaryOp::Abs, Saves::Input> {
   static constexpr const char* name = "abs";
   static Tensor derivative(const Tensor& x) { return sign(x); }
 };
@@ -216,24 +218,24 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, false> {
 struct Relu : Function<Relu> {
   static constexpr const char* name = "relu";
   using State = SavedOperand;  // the output
-  static Tensor forward(Ctx& c, State& s, const Tensor& x) { return unary_forward<UnaryOp::Relu, true>(c, s, x, name); }
+  static Tensor forward(Ctx& c, State& s, const Tensor& x) { return unary_forward<UnaryOp::Relu, Saves::Output>(c, s, x, name); }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     return {ops::binary_kernel(BinaryOp::ReluGrad, g, c.get(s.value), name)};
   }
 };
-struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, true> {
+struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, Saves::Output> {
   static constexpr const char* name = "sigmoid";
   static Tensor derivative(const Tensor& y) { return y * (1.0 - y); }
 };
-struct Tanh : UnaryFunction<Tanh, UnaryOp::Tanh, true> {
+struct Tanh : UnaryFunction<Tanh, UnaryOp::Tanh, Saves::Output> {
   static constexpr const char* name = "tanh";
   static Tensor derivative(const Tensor& y) { return 1.0 - y * y; }
 };
-struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, false> {
+struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, Saves::Input> {
   static constexpr const char* name = "gelu";
   static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::GeluDerivative, x); }
 };
-struct Silu : UnaryFunction<Silu, UnaryOp::Silu, false> {
+struct Silu : UnaryFunction<Silu, UnaryOp::Silu, Saves::Input> {
   static constexpr const char* name = "silu";
   static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::SiluDerivative, x); }
 };
@@ -247,7 +249,7 @@ struct UnaryFunctionWithParams : Function<Derived> {
   template <class State, class... Params>
   static Tensor forward(Ctx& c, State& s, const Tensor& x, Params... params) {
     s = State{{}, params...};
-    return unary_forward<Op, false>(c, s, x, Derived::name, params...);
+    return unary_forward<Op, Saves::Input>(c, s, x, Derived::name, params...);
   }
   template <class State>
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
