@@ -191,7 +191,9 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::Constant,
 // --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, norm.cpp,
 // random.cpp). Images are NCHW; pairs are {height, width}. ---
 using Pair = std::array<int64_t, 2>;
-// x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] or undefined. im2col + sgemm.
+// x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] or undefined. The CPU runs it through
+// oneDNN when ember is built with it and the conv backend is OneDNN, else through ember's
+// im2col + gemm (Note [Convolution through oneDNN]).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride = {1, 1},
               Pair padding = {0, 0}, Pair dilation = {1, 1});
 // Padding is implicit -infinity for max and zeros for avg (counted in the divisor when
