@@ -278,9 +278,11 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   std::vector<const Entry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
   check_tiling(by_offset, data_size, fail);
-  for (const auto& [name, hex] : checksums)
+  for (const auto& checksum_entry : checksums) {
+    const std::string& name = checksum_entry.first;
     if (std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
       fail("the metadata holds a checksum for tensor '" + name + "', which the file does not have");
+  }
 
   StateDict out;
   for (const auto& e : entries) {
