@@ -28,6 +28,15 @@ EMBER_HOST_DEVICE int64_t saturating_int64(F v) {
   return static_cast<int64_t>(v);
 }
 
+// Whether int64 holds v after truncation: -2^63 <= v < 2^63, false for NaN and the infinities.
+// Where a value past the range must be an error rather than saturate (a fill value, a count read
+// from a file), this is the check.
+template <class F>
+EMBER_HOST_DEVICE bool fits_in_int64(F v) {
+  constexpr F kTwo63 = static_cast<F>(9223372036854775808.0);
+  return v >= -kTwo63 && v < kTwo63;
+}
+
 template <class To, class From>
 EMBER_HOST_DEVICE To convert(From v) {
   if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "core/convert.h"
 #include "core/generator.h"
 
 namespace ember::examples {
@@ -66,9 +67,7 @@ TrainingProgress progress_of(const nn::StateDict& numbers, const nn::Metadata& m
     const double value = it->second.item();
     if constexpr (std::is_integral_v<Field>) {
       // A count stored as a float: it must be a whole number int64 holds, not a saturated guess.
-      EMBER_CHECK(std::isfinite(value) && value == std::trunc(value) && value >= -9223372036854775808.0 &&
-                      value < 9223372036854775808.0,
-                  "'progress.", name, "' must be a whole number, got ", value);
+      EMBER_CHECK(fits_in_int64(value) && value == std::trunc(value), "'progress.", name, "' must be a whole number, got ", value);
     }
     field = static_cast<Field>(value);
   });

@@ -92,9 +92,10 @@ void Module::add_child(const std::string& name, Module* child) {
   check_new_name(name);
   EMBER_CHECK(child != this, "[", this->name(), "] a module cannot be its own child");
   // Note [Modules form a tree without cycles]
-  // A child that already holds this module (at any depth) would make every walk over the tree — named_modules, train, to, str — recurse
-  // forever, so the cycle is refused here, where it would be made, and the walks stay plain.
-  // A module may still appear twice (shared, as PyTorch allows); the walks de-duplicate it.
+  // A child that already holds this module (at any depth) would make every walk over the tree
+  // (named_modules, train, to, str) recurse forever, so the cycle is refused here, where it
+  // would be made, and the walks stay plain. A module may still appear twice (shared, as
+  // PyTorch allows); the walks de-duplicate it.
   std::vector<const Module*> pending{child};
   std::set<const Module*> seen;
   while (!pending.empty()) {
@@ -111,11 +112,10 @@ void Module::add_child(const std::string& name, Module* child) {
 }
 
 // Note [Shared modules and parameters]
-// A module (or a tensor) held at two places in the tree is
-// listed once, under the first name a depth-first walk meets, as PyTorch's named_modules() and
-// named_parameters() do: an optimizer must not step a shared weight twice, nor clip_grad_norm_
-// count it twice. state_dict() keeps every name (a tied weight is saved under both), and so
-// walks with remove_duplicate off.
+// A module (or a tensor) held at two places in the tree is listed once, under the first name a
+// depth-first walk meets, as PyTorch's named_modules() and named_parameters() do: an optimizer
+// must not step a shared weight twice, nor clip_grad_norm_ count it twice. state_dict() keeps
+// every name (a tied weight is saved under both), and so walks with remove_duplicate off.
 void Module::walk_modules(const std::string& prefix, bool remove_duplicate, std::set<const Module*>& seen,
                           const std::function<void(const std::string&, const Module&)>& visit) const {
   if (remove_duplicate && !seen.insert(this).second) return;

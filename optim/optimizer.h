@@ -129,7 +129,7 @@ class Optimizer {
   const StateSpec* spec_of(const std::string& name) const;  // nullptr: not a state of this optimizer
   void check_group_params(const std::string& key, size_t group, const Tensor& value) const;
   void check_state_entry(const std::string& key, size_t index, const std::string& name, const Tensor& value) const;
-  // The entries parameter `index` (in `group`) lacks from what a step under `hyper` makes.
+  // The entries a step under `hyper` makes that `state` lacks.
   std::vector<std::string> missing_entries(const ParamState& state, const HyperParams& hyper) const;
 
   std::string name_;

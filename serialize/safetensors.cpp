@@ -21,6 +21,9 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 namespace {
 
+// The recorded form of a contiguous host tensor's checksum (Note [Tensor checksums]).
+std::string checksum_of(const Tensor& t) { return checksum_hex(checksum(t.raw_data(), t.nbytes())); }
+
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr size_t kSizeBytes = 8;  // the header-size prefix
 
@@ -197,7 +200,7 @@ void save_safetensors(const StateDict& state, const std::string& path, const Met
   auto host = hosts.begin();
   for (const auto& entry : state) {
     const Tensor& t = *host++;
-    with_checksums[kChecksumPrefix + entry.first] = checksum_hex(checksum(t.raw_data(), t.nbytes()));
+    with_checksums[kChecksumPrefix + entry.first] = checksum_of(t);
   }
   std::string header;
   try {
@@ -292,7 +295,7 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
       read(t.raw_data(), t.nbytes(), "tensor '" + e.name + "'");
     }
     if (const auto it = checksums.find(e.name); it != checksums.end()) {
-      const std::string computed = checksum_hex(checksum(t.raw_data(), t.nbytes()));
+      const std::string computed = checksum_of(t);
       if (computed != it->second)
         fail("tensor '" + e.name + "' fails its checksum (recorded " + it->second + ", its bytes give " + computed +
              "): the file is corrupted");

@@ -86,6 +86,34 @@ void expect_same_bits(const nn::StateDict& got, const nn::StateDict& want, const
   }
 }
 
+// One epoch of train_mlp's model under plain SGD on unaugmented data, for the runs that must stop
+// before their first step: `before` holds the weights to compare with afterwards.
+struct UntrainedMlp {
+  examples::TrainConfig config;
+  examples::Loaders data;
+  examples::MLP model{0.5};
+  optim::SGD optimizer;
+  nn::StateDict before;
+
+  explicit UntrainedMlp(const std::string& name)
+      : config(set_up(name)),
+        data(examples::fashion_mnist_loaders(config, /*augment=*/false)),
+        optimizer(model.parameters(), optim::SGDOptions(config.lr)),
+        before(model.state_dict()) {}
+
+  void fit(const examples::TrainConfig& c, const examples::Forward& forward) {
+    examples::fit(model, forward, optimizer, nullptr, *data.train, *data.test, c, "test_training");
+  }
+
+ private:
+  static examples::TrainConfig set_up(const std::string& name) {  // before the model draws its weights
+    examples::TrainConfig c = small_config(name);
+    c.epochs = 1;
+    examples::setup(c);
+    return c;
+  }
+};
+
 class Resume : public ::testing::Test {
  protected:
   ember::testing::TempDir temp_;
@@ -186,41 +214,22 @@ TEST_F(Resume, MismatchesFailWithClearErrors) {
 }
 
 TEST_F(Resume, ANonFiniteLossStopsBeforeTheOptimizerStep) {
-  examples::TrainConfig config = small_config("nan");
-  config.epochs = 1;
-  examples::setup(config);
-  examples::Loaders data = examples::fashion_mnist_loaders(config, /*augment=*/false);
-  examples::MLP model(0.5);
-  optim::SGD optimizer(model.parameters(), optim::SGDOptions(config.lr));
-  const nn::StateDict before = model.state_dict();
-  expect_error(
-      [&] {
-        examples::fit(model, [&](const Tensor& x) { return model(x) * std::nan(""); }, optimizer, nullptr,
-                      *data.train, *data.test, config, "test_training");
-      },
-      "[train] the loss is nan at step 1 (epoch 1, batch 1); stopping before the optimizer step");
-  expect_same_bits(model.state_dict(), before, "weights after the NaN loss");
+  UntrainedMlp run("nan");
+  expect_error([&] { run.fit(run.config, [&](const Tensor& x) { return run.model(x) * std::nan(""); }); },
+               "[train] the loss is nan at step 1 (epoch 1, batch 1); stopping before the optimizer step");
+  expect_same_bits(run.model.state_dict(), run.before, "weights after the NaN loss");
 }
 
 TEST_F(Resume, UnwritableSavePathsFailBeforeTraining) {
-  examples::TrainConfig config = small_config("unwritable");
-  config.epochs = 1;
-  examples::setup(config);
-  examples::Loaders data = examples::fashion_mnist_loaders(config, /*augment=*/false);
-  examples::MLP model(0.5);
-  optim::SGD optimizer(model.parameters(), optim::SGDOptions(config.lr));
-  const nn::StateDict before = model.state_dict();
-  auto run = [&](const examples::TrainConfig& c) {
-    examples::fit(model, [&](const Tensor& x) { return model(x); }, optimizer, nullptr, *data.train, *data.test, c,
-                  "test_training");
-  };
+  UntrainedMlp run("unwritable");
+  auto fit = [&](const examples::TrainConfig& c) { run.fit(c, [&](const Tensor& x) { return run.model(x); }); };
   const std::string nowhere = (dir_ / "no" / "such" / "dir" / "x.safetensors").string();
-  examples::TrainConfig save = config;
+  examples::TrainConfig save = run.config;
   save.save = nowhere;
-  expect_error([&] { run(save); }, "[test_training] " + nowhere + ": cannot open a temporary file");
-  examples::TrainConfig checkpoints = config;
+  expect_error([&] { fit(save); }, "[test_training] " + nowhere + ": cannot open a temporary file");
+  examples::TrainConfig checkpoints = run.config;
   checkpoints.save_every = 1;
   checkpoints.checkpoint_path = dir_.string();
-  expect_error([&] { run(checkpoints); }, "[test_training] " + dir_.string() + ": is a folder, not a file");
-  expect_same_bits(model.state_dict(), before, "weights after the failed starts");  // no step was taken
+  expect_error([&] { fit(checkpoints); }, "[test_training] " + dir_.string() + ": is a folder, not a file");
+  expect_same_bits(run.model.state_dict(), run.before, "weights after the failed starts");  // no step was taken
 }

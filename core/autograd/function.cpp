@@ -16,15 +16,13 @@ void set_history(Tensor& out, std::shared_ptr<Node> node, int output_nr) {
 
 Tensor alias(const Tensor& t) { return make_view(t, t.shape(), t.strides(), t.offset()); }
 
-void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs) {
+void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node) {
   // One impl with two histories would silently lose one of them.
   for (size_t i = 0; i < outputs.size(); ++i) {
     EMBER_CHECK(outputs[i].defined(), "[", node->name(), "] forward output ", i, " is an undefined tensor");
     for (size_t j = 0; j < i; ++j)
       EMBER_CHECK(!outputs[i].is_same(outputs[j]), "[", node->name(), "] forward outputs ", j, " and ", i,
                   " are the same tensor; return a view or a clone for each output");
-    for (const Tensor& input : inputs)
-      if (outputs[i].is_same(input)) outputs[i] = alias(input);  // Note [An output that is an argument]
   }
   for (size_t i = 0; i < outputs.size(); ++i) set_history(outputs[i], node, static_cast<int>(i));
 }

@@ -59,7 +59,8 @@
 // used): not zeros, so a backward that can skip a term does not pay for a tensor of zeros — it
 // tests g[i].defined(), and materializes zeros itself where a formula needs them. The forward's
 // return type and the backward's parameter go together (a static_assert says so), and the
-// outputs must be distinct tensors, none of them an argument. ember's split (and chunk) is such
+// outputs must be distinct tensors; one that is an argument becomes an alias of it (Note [An
+// output that is an argument]). ember's split (and chunk) is such
 // an op: one node for all its pieces (Note [Split as one node] in core/ops/index.cpp).
 //
 // Note [Gradient shapes]
@@ -278,9 +279,9 @@ void connect(FunctionNode<Op>& node, std::vector<bool>& needs, const A& a, const
 // Makes `out` the non-leaf output `output_nr` of `node`.
 void set_history(Tensor& out, std::shared_ptr<Node> node, int output_nr = 0);
 
-// Makes each of `outputs` an output of `node` (Note [Multi-output functions]); `inputs` are the
-// op's tensor arguments, which no output may be.
-void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs);
+// Makes each of `outputs`, which must be distinct, an output of `node` (Note [Multi-output
+// functions]).
+void set_history(std::vector<Tensor>& outputs, const std::shared_ptr<Node>& node);
 
 }  // namespace detail
 
@@ -326,9 +327,9 @@ struct Function {
       if (detail::is_argument(out, args...)) out = detail::alias(out);  // Note [An output that is an argument]
       detail::set_history(out, node);
     } else {
-      std::vector<Tensor> inputs;
-      detail::collect_tensors(inputs, args...);
-      detail::set_history(out, node, inputs);
+      for (Tensor& o : out)
+        if (o.defined() && detail::is_argument(o, args...)) o = detail::alias(o);
+      detail::set_history(out, node);
       node->outputs = static_cast<int>(out.size());
     }
     return out;

@@ -57,27 +57,26 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
 struct BinaryCrossEntropyWithLogits : Function<BinaryCrossEntropyWithLogits> {
   static constexpr const char* name = "binary_cross_entropy_with_logits";
   struct State {
-    bool has_pos_weight;
     autograd::SavedRef input, target;
     std::optional<autograd::SavedRef> pos_weight;  // when given
   };
   static Tensor softplus_neg(const Tensor& x) { return relu(-x) + log(1.0 + exp(-abs(x))); }
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& t, const Tensor& pos_weight) {
-    s.has_pos_weight = pos_weight.defined();
     s.input = c.save(x);
     s.target = c.save(t);
-    if (s.has_pos_weight) s.pos_weight = c.save(pos_weight);
-    const Tensor w_pos = s.has_pos_weight ? 1.0 + (pos_weight - 1.0) * t : Tensor();
+    if (pos_weight.defined()) s.pos_weight = c.save(pos_weight);
+    const Tensor w_pos = pos_weight.defined() ? 1.0 + (pos_weight - 1.0) * t : Tensor();
     const Tensor sp = softplus_neg(x);
     return (1.0 - t) * x + (w_pos.defined() ? w_pos * sp : sp);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     const Tensor x = c.get(s.input), t = c.get(s.target), pos_weight = c.get(s.pos_weight);
+    const bool has_pos_weight = s.pos_weight.has_value();
     Tensor gx, gt, gp;
     if (c.needs_input_grad(0))
-      gx = g * (s.has_pos_weight ? (1.0 + (pos_weight - 1.0) * t) * sigmoid(x) - pos_weight * t : sigmoid(x) - t);
-    if (c.needs_input_grad(1)) gt = g * (s.has_pos_weight ? (pos_weight - 1.0) * softplus_neg(x) - x : -x);
-    if (s.has_pos_weight && c.needs_input_grad(2)) gp = g * t * softplus_neg(x);
+      gx = g * (has_pos_weight ? (1.0 + (pos_weight - 1.0) * t) * sigmoid(x) - pos_weight * t : sigmoid(x) - t);
+    if (c.needs_input_grad(1)) gt = g * (has_pos_weight ? (pos_weight - 1.0) * softplus_neg(x) - x : -x);
+    if (has_pos_weight && c.needs_input_grad(2)) gp = g * t * softplus_neg(x);
     return {gx, gt, gp};
   }
 };

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "core/autograd/function.h"
+#include "core/convert.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
@@ -298,22 +299,19 @@ struct ClampTensors : Function<ClampTensors> {
   static constexpr const char* name = "clamp";
   struct State {
     Operand x, min, max;
-    bool has_min, has_max;
     autograd::SavedRef x_value;
     std::optional<autograd::SavedRef> min_value, max_value;  // when the bound is given
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& min, const Tensor& max) {
     s.x = {x.shape(), x.dtype()};
-    s.has_min = min.defined();
-    s.has_max = max.defined();
     s.x_value = c.save(x);
     Tensor y = x;
-    if (s.has_min) {
+    if (min.defined()) {
       s.min = {min.shape(), min.dtype()};
       s.min_value = c.save(min);
       y = where(either(lt(y, min), is_nan(min)), min, y);
     }
-    if (s.has_max) {
+    if (max.defined()) {
       s.max = {max.shape(), max.dtype()};
       s.max_value = c.save(max);
       y = where(either(gt(y, max), is_nan(max)), max, y);
@@ -322,21 +320,22 @@ struct ClampTensors : Function<ClampTensors> {
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     const Tensor x = c.get(s.x_value), lo = c.get(s.min_value), hi = c.get(s.max_value);
+    const bool has_min = s.min_value.has_value(), has_max = s.max_value.has_value();
     const Tensor zero = ops::wrap_scalar(0.0, g);
     auto routed = [&](const Tensor& mask, const Operand& to) { return reduce_grad(where(mask, g, zero), to); };
     Tensor gx, glo, ghi;
     if (c.needs_input_grad(0)) {
-      Tensor inside = s.has_min ? ge(x, lo) : le(x, hi);
-      if (s.has_min && s.has_max) inside = both(inside, le(x, hi));
+      Tensor inside = has_min ? ge(x, lo) : le(x, hi);
+      if (has_min && has_max) inside = both(inside, le(x, hi));
       gx = routed(inside, s.x);
     }
-    if (s.has_min && c.needs_input_grad(1)) {
+    if (has_min && c.needs_input_grad(1)) {
       Tensor below = lt(x, lo);
-      glo = routed(s.has_max ? both(below, lt(lo, hi)) : below, s.min);
+      glo = routed(has_max ? both(below, lt(lo, hi)) : below, s.min);
     }
-    if (s.has_max && c.needs_input_grad(2)) {
+    if (has_max && c.needs_input_grad(2)) {
       Tensor above = gt(x, hi);
-      ghi = routed(s.has_min ? either(above, lt(hi, lo)) : above, s.max);
+      ghi = routed(has_min ? either(above, lt(hi, lo)) : above, s.max);
     }
     return {gx, glo, ghi};
   }
@@ -437,8 +436,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   // The value must be one x's dtype can hold, as PyTorch checks: the saturating conversion of
   // Note [Float to integer conversion] would write 0 for NaN and INT64_MAX for 1e300 silently.
   if (!is_floating(x.dtype())) {
-    const double lo = x.dtype() == kUInt8 ? 0.0 : -9223372036854775808.0, hi = x.dtype() == kUInt8 ? 256.0 : -lo;
-    EMBER_CHECK(value >= lo && value < hi, "[masked_fill] value ", value, " cannot be converted to ", x.dtype(),
+    const bool fits = x.dtype() == kUInt8 ? value >= 0.0 && value < 256.0 : fits_in_int64(value);
+    EMBER_CHECK(fits, "[masked_fill] value ", value, " cannot be converted to ", x.dtype(),
                 " without overflow (input of shape ", shape_str(x.shape()), ")");
   }
   return where(mask, ops::wrap_scalar(value, x), x);
