@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -255,6 +256,60 @@ void register_softmax(int64_t rows, int64_t cols) {
   });
 }
 
+// The backward of y = f(x) alone: x requires grad, the graph of y is built once and kept
+// (retain_graph), and each step computes dL/dx for a fixed upstream gradient g. `derivative`
+// gives f'(x) of one element, so the check is g * f'(x).
+void register_backward(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&),
+                       double (*derivative)(double)) {
+  const std::string name = op + "_bwd/" + dims({rows, cols});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor x = ember::randn({rows, cols}).requires_grad_();
+      Tensor g = ember::randn({rows, cols});
+      Tensor y = f(x);
+      auto step = [x, y, g] { return ember::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]; };
+      Tensor gx = step();
+      check_shape(name, gx, {rows, cols});
+      for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
+        check_close(name + idx({i, j}), gx.at({i, j}), g.at({i, j}) * derivative(x.at({i, j})));
+      return step;
+    });
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+  });
+}
+
+// The backward of a row-wise y = f(x) whose value does not change when a constant is added to a
+// row (softmax, layer_norm without affine): for any g, each row of dL/dx then sums to 0, which
+// is the check.
+void register_row_backward(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&)) {
+  const std::string name = op + "_bwd/" + dims({rows, cols});
+  add(name, [=](benchmark::State& state) {
+    run_case(state, [&]() -> Step {
+      Tensor x = ember::randn({rows, cols}).requires_grad_();
+      Tensor g = ember::randn({rows, cols});
+      Tensor y = f(x);
+      auto step = [x, y, g] { return ember::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]; };
+      Tensor gx = step();
+      check_shape(name, gx, {rows, cols});
+      for (int64_t r : {int64_t{0}, rows - 1}) {
+        double row_sum = 0;
+        for (int64_t j = 0; j < cols; ++j) row_sum += gx.at({r, j});
+        check_close(name + " row sum" + idx({r}), row_sum, 0.0, 0.0, 1e-3);
+      }
+      return step;
+    });
+    state.SetItemsProcessed(state.iterations() * rows * cols);
+  });
+}
+
+double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid_derivative(double x) { return sigmoid_ref(x) * (1.0 - sigmoid_ref(x)); }
+double tanh_derivative(double x) { return 1.0 - std::tanh(x) * std::tanh(x); }
+double silu_derivative(double x) { return sigmoid_ref(x) * (1.0 + x * (1.0 - sigmoid_ref(x))); }
+double gelu_derivative(double x) {
+  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+
 // Mean cross-entropy of [n, c] logits, forward and backward (the gradient of the logits).
 void register_cross_entropy(int64_t n, int64_t c) {
   const std::string name = "cross_entropy_fwd_bwd/" + dims({n, c});
@@ -352,6 +407,12 @@ void register_all() {
   register_reduce("mean", 4096, 1024, Red::Mean, -1);
   register_reduce("max_dim1", 4096, 1024, Red::Max, 1);
   register_softmax(256, 1000);
+  register_backward("sigmoid", 4096, 1024, &ember::sigmoid, &sigmoid_derivative);
+  register_backward("tanh", 4096, 1024, &ember::tanh, &tanh_derivative);
+  register_backward("silu", 4096, 1024, &ember::silu, &silu_derivative);
+  register_backward("gelu", 4096, 1024, &ember::gelu, &gelu_derivative);
+  register_row_backward("softmax", 256, 1000, [](const Tensor& x) { return ember::softmax(x, 1); });
+  register_row_backward("layer_norm", 4096, 1024, [](const Tensor& x) { return ember::layer_norm(x, {1024}); });
   register_cross_entropy(256, 10);
   // a whole training step
   register_mlp_step(128);

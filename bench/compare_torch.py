@@ -89,6 +89,14 @@ def make_torch_cases(torch):
     def call(fn, *inputs):
         return lambda: fn(*inputs)
 
+    def backward_of(fn):  # dL/dx of y = fn(x) for a fixed g, the graph kept (bench_core's *_bwd)
+        def build(r, c):
+            x = randn(r, c, requires_grad=True)
+            g = randn(r, c)
+            y = fn(x)
+            return lambda: torch.autograd.grad(y, x, g, retain_graph=True)[0]
+        return build
+
     def cross_entropy_step(n, c):
         logits = randn(n, c, requires_grad=True)
         target = torch.randint(0, c, (n,))
@@ -138,6 +146,12 @@ def make_torch_cases(torch):
         "mean": lambda r, c: call(torch.mean, randn(r, c)),
         "max_dim1": lambda r, c: call(lambda x: torch.amax(x, 1), randn(r, c)),
         "softmax_dim1": lambda r, c: call(lambda x: torch.softmax(x, 1), randn(r, c)),
+        "sigmoid_bwd": backward_of(torch.sigmoid),
+        "tanh_bwd": backward_of(torch.tanh),
+        "silu_bwd": backward_of(F.silu),
+        "gelu_bwd": backward_of(F.gelu),
+        "softmax_bwd": backward_of(lambda x: torch.softmax(x, 1)),
+        "layer_norm_bwd": backward_of(lambda x: F.layer_norm(x, x.shape[1:])),
         "cross_entropy_fwd_bwd": cross_entropy_step,
         "mlp_step": mlp_step,
     }
