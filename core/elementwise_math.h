@@ -7,7 +7,8 @@
 // code the GPU runs.
 //
 // What each device brings is its elementary functions, as the `Fns` parameter: static exp, log,
-// tanh, erf, sqrt, abs and pow over float and double. The CPU passes HostFunctions (the
+// tanh, erf, sqrt, abs and pow over float and double, and erf_and_gaussian (erf(v) and e^(-v^2)
+// together, which the CPU computes with one exp). The CPU passes HostFunctions (the
 // vectorisable float versions of Note [Vectorisable float math], libm for double); the GPU passes
 // DeviceFunctions (CUDA's libdevice, cuda/elementwise.cu). Those differ by an ulp or so, which is
 // what the CUDA tests' tolerance for unary ops allows; everything around them is shared.
@@ -30,12 +31,16 @@ using kernels::UnaryOp;
 template <class T>
 using Compute = std::conditional_t<std::is_floating_point_v<T>, T, double>;
 
+template <class C>
+struct ErfAndGaussian {
+  C erf, gaussian;  // erf(v), e^(-v^2)
+};
+
 template <UnaryOp kOp, class C, class Fns>
 struct UnaryMath {
   C a, b;  // the op's scalar arguments
   EMBER_HOST_DEVICE C operator()(C v) const {
     constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
-    constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);
     if constexpr (kOp == UnaryOp::Neg) return -v;
     else if constexpr (kOp == UnaryOp::Exp) return Fns::exp(v);
     else if constexpr (kOp == UnaryOp::Log) return Fns::log(v);
@@ -47,13 +52,7 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Sigmoid) return C(1) / (C(1) + Fns::exp(-v));
     else if constexpr (kOp == UnaryOp::Tanh) return Fns::tanh(v);
     else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + Fns::erf(v * kSqrt1_2));
-    else if constexpr (kOp == UnaryOp::GeluDerivative)
-      return C(0.5) * (C(1) + Fns::erf(v * kSqrt1_2)) + v * kInvSqrt2Pi * Fns::exp(C(-0.5) * v * v);
     else if constexpr (kOp == UnaryOp::Silu) return v / (C(1) + Fns::exp(-v));
-    else if constexpr (kOp == UnaryOp::SiluDerivative) {
-      const C s = C(1) / (C(1) + Fns::exp(-v));
-      return s * (C(1) + v * (C(1) - s));
-    }
     else if constexpr (kOp == UnaryOp::PowScalar) return Fns::pow(v, a);
     else if constexpr (kOp == UnaryOp::Clamp) return v < a ? a : (v > b ? b : v);
     else if constexpr (kOp == UnaryOp::InRange) return C(v >= a && v <= b);
@@ -67,9 +66,13 @@ struct UnaryMath {
 template <BinaryOp kOp, class T>
 using BinaryResult = std::conditional_t<(kOp >= BinaryOp::Eq), uint8_t, T>;
 
+// The activations' backward rows (ReluGrad ... GeluGrad) take x = the upstream gradient and y =
+// what the forward saved: Note [Activation backwards in one pass] in core/ops/elementwise.cpp.
 template <BinaryOp kOp, class C, class Fns>
 struct BinaryMath {
   EMBER_HOST_DEVICE auto operator()(C x, C y) const {
+    constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
+    constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);
     if constexpr (kOp == BinaryOp::Add) return x + y;
     else if constexpr (kOp == BinaryOp::Sub) return x - y;
     else if constexpr (kOp == BinaryOp::Mul) return x * y;
@@ -79,6 +82,16 @@ struct BinaryMath {
     else if constexpr (kOp == BinaryOp::Maximum) return x > y || x != x ? x : y;
     else if constexpr (kOp == BinaryOp::Minimum) return x < y || x != x ? x : y;
     else if constexpr (kOp == BinaryOp::ReluGrad) return y <= C(0) ? C(0) : x;
+    else if constexpr (kOp == BinaryOp::SigmoidGrad) return x * (y * (C(1) - y));
+    else if constexpr (kOp == BinaryOp::TanhGrad) return x * (C(1) - y * y);
+    else if constexpr (kOp == BinaryOp::SiluGrad) {
+      const C s = C(1) / (C(1) + Fns::exp(-y));
+      return x * (s * (C(1) + y * (C(1) - s)));
+    }
+    else if constexpr (kOp == BinaryOp::GeluGrad) {  // Phi(y) + y phi(y), phi(y) = e^(-(y / sqrt 2)^2) / sqrt(2 pi)
+      const ErfAndGaussian<C> e = Fns::erf_and_gaussian(y * kSqrt1_2);
+      return x * (C(0.5) * (C(1) + e.erf) + y * kInvSqrt2Pi * e.gaussian);
+    }
     else if constexpr (kOp == BinaryOp::Eq) return x == y;
     else if constexpr (kOp == BinaryOp::Ne) return x != y;
     else if constexpr (kOp == BinaryOp::Lt) return x < y;
@@ -106,9 +119,7 @@ bool visit_unary(UnaryOp op, Fn&& fn) {
     case UnaryOp::Sigmoid: fn.template operator()<UnaryOp::Sigmoid>(); return true;
     case UnaryOp::Tanh: fn.template operator()<UnaryOp::Tanh>(); return true;
     case UnaryOp::Gelu: fn.template operator()<UnaryOp::Gelu>(); return true;
-    case UnaryOp::GeluDerivative: fn.template operator()<UnaryOp::GeluDerivative>(); return true;
     case UnaryOp::Silu: fn.template operator()<UnaryOp::Silu>(); return true;
-    case UnaryOp::SiluDerivative: fn.template operator()<UnaryOp::SiluDerivative>(); return true;
     case UnaryOp::PowScalar: fn.template operator()<UnaryOp::PowScalar>(); return true;
     case UnaryOp::Clamp: fn.template operator()<UnaryOp::Clamp>(); return true;
     case UnaryOp::InRange: fn.template operator()<UnaryOp::InRange>(); return true;
@@ -129,6 +140,10 @@ bool visit_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::Maximum: fn.template operator()<BinaryOp::Maximum>(); return true;
     case BinaryOp::Minimum: fn.template operator()<BinaryOp::Minimum>(); return true;
     case BinaryOp::ReluGrad: fn.template operator()<BinaryOp::ReluGrad>(); return true;
+    case BinaryOp::SigmoidGrad: fn.template operator()<BinaryOp::SigmoidGrad>(); return true;
+    case BinaryOp::TanhGrad: fn.template operator()<BinaryOp::TanhGrad>(); return true;
+    case BinaryOp::SiluGrad: fn.template operator()<BinaryOp::SiluGrad>(); return true;
+    case BinaryOp::GeluGrad: fn.template operator()<BinaryOp::GeluGrad>(); return true;
     case BinaryOp::Eq: fn.template operator()<BinaryOp::Eq>(); return true;
     case BinaryOp::Ne: fn.template operator()<BinaryOp::Ne>(); return true;
     case BinaryOp::Lt: fn.template operator()<BinaryOp::Lt>(); return true;

@@ -70,8 +70,8 @@ bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
 }
 
 enum class UnaryOp {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu, GeluDerivative,
-  Silu, SiluDerivative,  // x * sigmoid(x) and its derivative sigmoid(x) * (1 + x * (1 - sigmoid(x)))
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu,
+  Silu,        // x * sigmoid(x)
   PowScalar,   // x ^ a
   Clamp,       // min(max(x, a), b)
   InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
@@ -82,7 +82,12 @@ enum class UnaryOp {
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow,
   Maximum, Minimum,  // a NaN in either operand wins, as in PyTorch
-  ReluGrad,          // x where y > 0 or y is NaN, else 0: relu's backward, x the gradient, y relu's output
+  // Activation backwards, x the upstream gradient (Note [Activation backwards in one pass]):
+  ReluGrad,          // x where y > 0 or y is NaN, else 0; y relu's output
+  SigmoidGrad,       // x * y * (1 - y); y sigmoid's output
+  TanhGrad,          // x * (1 - y * y); y tanh's output
+  SiluGrad,          // x * s * (1 + y * (1 - s)) with s = sigmoid(y); y silu's input
+  GeluGrad,          // x * (Phi(y) + y * phi(y)); y gelu's input, Phi and phi the normal cdf and pdf
   Eq, Ne, Lt, Le, Gt, Ge
 };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }

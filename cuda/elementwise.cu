@@ -31,6 +31,7 @@ struct DeviceFunctions {
   template <class C> __device__ static C log(C v) { if constexpr (kFloat<C>) return ::logf(v); else return ::log(v); }
   template <class C> __device__ static C tanh(C v) { if constexpr (kFloat<C>) return ::tanhf(v); else return ::tanh(v); }
   template <class C> __device__ static C erf(C v) { if constexpr (kFloat<C>) return ::erff(v); else return ::erf(v); }
+  template <class C> __device__ static math::ErfAndGaussian<C> erf_and_gaussian(C v) { return {erf(v), exp(-v * v)}; }
   template <class C> __device__ static C sqrt(C v) { if constexpr (kFloat<C>) return ::sqrtf(v); else return ::sqrt(v); }
   template <class C> __device__ static C abs(C v) { if constexpr (kFloat<C>) return ::fabsf(v); else return ::fabs(v); }
   template <class C> __device__ static C pow(C v, C e) { if constexpr (kFloat<C>) return ::powf(v, e); else return ::pow(v, e); }

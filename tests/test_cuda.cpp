@@ -315,9 +315,12 @@ TEST(Cuda, BadIndicesAreRaisedAtTheNextSynchronisation) {
 TEST(Cuda, EveryBinaryOp) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   using kernels::BinaryOp;
-  const BinaryOp ops[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
-                          BinaryOp::Maximum, BinaryOp::Minimum, BinaryOp::ReluGrad, BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt,
-                          BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
+  const BinaryOp ops[] = {BinaryOp::Add,         BinaryOp::Sub,      BinaryOp::Mul,      BinaryOp::Div,
+                          BinaryOp::Pow,         BinaryOp::Maximum,  BinaryOp::Minimum,  BinaryOp::ReluGrad,
+                          BinaryOp::SigmoidGrad, BinaryOp::TanhGrad, BinaryOp::SiluGrad, BinaryOp::GeluGrad,
+                          BinaryOp::Eq,          BinaryOp::Ne,       BinaryOp::Lt,       BinaryOp::Le,
+                          BinaryOp::Gt,          BinaryOp::Ge};
+  static_assert(std::size(ops) == static_cast<size_t>(BinaryOp::Ge) + 1, "a case per BinaryOp");
   for (DType dtype : {kFloat32, kFloat64, kInt64}) {
     // Values >= 1 (pow; no integer division by 0), with ties for int64 (comparisons); y is
     // broadcast along dim 0 (stride 0).
@@ -349,8 +352,7 @@ TEST(Cuda, EveryUnaryOp) {
       {UnaryOp::Rsqrt, 0, 0, true},         {UnaryOp::Abs, 0, 0, false},
       {UnaryOp::Sign, 0, 0, false},         {UnaryOp::Relu, 0, 0, false},
       {UnaryOp::Sigmoid, 0, 0, false},      {UnaryOp::Tanh, 0, 0, false},
-      {UnaryOp::Gelu, 0, 0, false},         {UnaryOp::GeluDerivative, 0, 0, false},
-      {UnaryOp::Silu, 0, 0, false},         {UnaryOp::SiluDerivative, 0, 0, false},
+      {UnaryOp::Gelu, 0, 0, false},         {UnaryOp::Silu, 0, 0, false},
       {UnaryOp::PowScalar, 2.5, 0, true},   {UnaryOp::Clamp, -0.5, 0.7, false},
       {UnaryOp::InRange, -0.5, 0.7, false}, {UnaryOp::LeakyRelu, 0.1, 0, false},
       {UnaryOp::AffineScalar, -1.5, 0.25, false},

@@ -123,19 +123,24 @@ TEST(Memory, AfterBackwardOnlyParametersGradientsAndInputsRemain) {
   EXPECT_EQ(live(), base);
 }
 
-// relu's backward makes the input's gradient and nothing else (Note [Relu's backward in one
-// pass]): no mask, no converted copy of one.
-TEST(Memory, ReluBackwardAllocatesOnlyTheGradient) {
-  manual_seed(2);
-  Tensor x = randn({1024}).requires_grad_();
-  Tensor y = relu(x);
-  Tensor seed = randn({1024});
-  const int64_t before = live();
-  memory::reset_peak();
-  y.backward(seed);
-  const int64_t gradient = 1024 * 4;
-  EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + gradient);
-  EXPECT_EQ(live(), before + gradient);  // it became x.grad
+// An activation's backward makes the input's gradient and nothing else (Note [Activation
+// backwards in one pass]): no mask, no converted copy of one, no f'(x) temporary.
+TEST(Memory, ActivationBackwardAllocatesOnlyTheGradient) {
+  const std::pair<const char*, Tensor (*)(const Tensor&)> activations[] = {
+      {"relu", &relu}, {"sigmoid", &sigmoid}, {"tanh", &ember::tanh}, {"gelu", &gelu}, {"silu", &silu}};
+  for (const auto& [name, f] : activations) {
+    SCOPED_TRACE(name);
+    manual_seed(2);
+    Tensor x = randn({1024}).requires_grad_();
+    Tensor y = f(x);
+    Tensor seed = randn({1024});
+    const int64_t before = live();
+    memory::reset_peak();
+    y.backward(seed);
+    const int64_t gradient = 1024 * 4;
+    EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + gradient);
+    EXPECT_EQ(live(), before + gradient);  // it became x.grad
+  }
 }
 
 // Note [Two batch levels]: attention's head-split views of a fused projection go to the gemm as

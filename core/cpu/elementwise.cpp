@@ -51,6 +51,10 @@ struct HostFunctions {
   template <class C> static C log(C v) { return vmath::log(v); }
   template <class C> static C tanh(C v) { return vmath::tanh(v); }
   template <class C> static C erf(C v) { return vmath::erf(v); }
+  template <class C> static math::ErfAndGaussian<C> erf_and_gaussian(C v) {
+    const auto both = vmath::erf_and_gaussian(v);
+    return {both.erf, both.gaussian};
+  }
   template <class C> static C sqrt(C v) { return std::sqrt(v); }
   template <class C> static C abs(C v) { return std::abs(v); }
   template <class C> static C pow(C v, C e) { return std::pow(v, e); }
@@ -87,15 +91,18 @@ void binary_loop(const Tensor& x, const Tensor& y, const Tensor& out, F f) {
     R* o = at<R>(p[0]);
     const T* a = at<T>(p[1]);
     const T* b = at<T>(p[2]);
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
-    } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // tensor op broadcast scalar row
-      const Compute<T> bv = static_cast<Compute<T>>(b[0]);
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), bv));
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        o[i * s[0]] = convert<R>(f(static_cast<Compute<T>>(a[i * s[1]]), static_cast<Compute<T>>(b[i * s[2]])));
-    }
+    simd_dispatch([&] {  // the activation backwards' rows call exp and erf (Note [Vectorisable float math])
+      if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
+      } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // tensor op broadcast scalar row
+        const Compute<T> bv = static_cast<Compute<T>>(b[0]);
+        for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), bv));
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          o[i * s[0]] = convert<R>(f(static_cast<Compute<T>>(a[i * s[1]]), static_cast<Compute<T>>(b[i * s[2]])));
+      }
+    });
   });
 }
 

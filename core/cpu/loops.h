@@ -260,23 +260,34 @@ inline float tanh(float x) {
   return std::copysign(a < 0.625f ? poly : big, x);
 }
 
-inline float erf(float x) {
+// erf(x) and e^(-x^2) together. Above |x| = 1 erf needs e^(-x^2), and gelu's derivative needs
+// the same factor (the normal density at x sqrt(2)), so one exp serves both.
+template <class F>
+struct ErfAndGaussian {
+  F erf, gaussian;  // erf(x), e^(-x^2)
+};
+
+inline ErfAndGaussian<float> erf_and_gaussian(float x) {
   const float a = std::abs(x), u = a * a;
   // a P(a^2) with P(0) = 2/sqrt(pi) = 1 + 0.128...: adding the exact a last keeps the rounding small
   const float poly = a + a * (0.128379166f + u * (-0.37612626f + u * (0.112836003f + u * (-0.026854448f + u * (
                                      0.00518954173f + u * (-0.00080208946f + u * 7.88928373e-05f))))));
-  const float ac = a > 4.0f ? 4.0f : a;  // erf(4) already rounds to 1 (NaN passes)
+  const float ac = a > 4.0f ? 4.0f : a;  // R's fit ends at 4
   const float t = ac - 2.5f;
   const float r = 0.210806549f + t * (-0.074299708f + t * (0.0251577962f + t * (-0.00780434255f + t * (
                   0.00196610647f + t * (-0.00196230179f + t * (-0.000800335896f + t * -0.000388881919f))))));
-  const float big = 1.0f - exp(-ac * ac) * r;
-  return std::copysign(a < 1.0f ? poly : big, x);
+  const float gaussian = exp(-u);
+  const float big = a > 4.0f ? 1.0f : 1.0f - gaussian * r;  // erf(4) already rounds to 1 (NaN passes)
+  return {std::copysign(a < 1.0f ? poly : big, x), gaussian};
 }
+
+inline float erf(float x) { return erf_and_gaussian(x).erf; }
 
 inline double exp(double x) { return std::exp(x); }
 inline double log(double x) { return std::log(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
+inline ErfAndGaussian<double> erf_and_gaussian(double x) { return {std::erf(x), std::exp(-x * x)}; }
 
 }  // namespace vmath
 

@@ -211,34 +211,38 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, Saves::Input> {
   static constexpr const char* name = "abs";
   static Tensor derivative(const Tensor& x) { return sign(x); }
 };
-// Note [Relu's backward in one pass]
-// g * (y > 0) would make a uint8 mask, convert it to g's dtype and multiply: two activation-sized
-// temporaries alive with the result (1.25 activations more at the peak of backward). ReluGrad
-// selects g where y > 0 in one pass, so the gradient is the only new tensor. A NaN output passes
-// its gradient, as PyTorch's does.
-struct Relu : Function<Relu> {
-  static constexpr const char* name = "relu";
-  using State = SavedOperand;  // the output
-  static Tensor forward(Ctx& c, State& s, const Tensor& x) { return unary_forward<UnaryOp::Relu, Saves::Output>(c, s, x, name); }
+// Note [Activation backwards in one pass]
+// The backward of an activation is g * f'(saved). Written as tensor ops it costs memory and
+// passes: g * (y > 0) makes a uint8 mask, converts it to g's dtype and multiplies; sigmoid's
+// g * (y * (1 - y)) makes two activation-sized temporaries in three passes. Those temporaries are
+// alive with the result at the peak of backward (1.25 activations more for relu). So each
+// activation has a BinaryOp row in the math table that takes (g, saved) and computes the whole
+// g * f'(saved) per element: the backward is one pass, and the gradient is the only new tensor.
+// The rows do the arithmetic of the composed ops in the same order. Relu's row passes the
+// gradient of a NaN output, as PyTorch does.
+template <class Derived, UnaryOp Op, Saves What, BinaryOp Grad>
+struct Activation : Function<Derived> {
+  using State = SavedOperand;
+  static Tensor forward(Ctx& c, State& s, const Tensor& x) { return unary_forward<Op, What>(c, s, x, Derived::name); }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    return {ops::binary_kernel(BinaryOp::ReluGrad, g, c.get(s.value), name)};
+    return {ops::binary_kernel(Grad, g, c.get(s.value), Derived::name)};
   }
 };
-struct Sigmoid : UnaryFunction<Sigmoid, UnaryOp::Sigmoid, Saves::Output> {
+
+struct Relu : Activation<Relu, UnaryOp::Relu, Saves::Output, BinaryOp::ReluGrad> {
+  static constexpr const char* name = "relu";
+};
+struct Sigmoid : Activation<Sigmoid, UnaryOp::Sigmoid, Saves::Output, BinaryOp::SigmoidGrad> {
   static constexpr const char* name = "sigmoid";
-  static Tensor derivative(const Tensor& y) { return y * (1.0 - y); }
 };
-struct Tanh : UnaryFunction<Tanh, UnaryOp::Tanh, Saves::Output> {
+struct Tanh : Activation<Tanh, UnaryOp::Tanh, Saves::Output, BinaryOp::TanhGrad> {
   static constexpr const char* name = "tanh";
-  static Tensor derivative(const Tensor& y) { return 1.0 - y * y; }
 };
-struct Gelu : UnaryFunction<Gelu, UnaryOp::Gelu, Saves::Input> {
+struct Gelu : Activation<Gelu, UnaryOp::Gelu, Saves::Input, BinaryOp::GeluGrad> {
   static constexpr const char* name = "gelu";
-  static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::GeluDerivative, x); }
 };
-struct Silu : UnaryFunction<Silu, UnaryOp::Silu, Saves::Input> {
+struct Silu : Activation<Silu, UnaryOp::Silu, Saves::Input, BinaryOp::SiluGrad> {
   static constexpr const char* name = "silu";
-  static Tensor derivative(const Tensor& x) { return ops::unary_kernel(UnaryOp::SiluDerivative, x); }
 };
 
 // The unary ops with scalar parameters (leaky_relu's slope, pow's exponent, clamp's bounds):
