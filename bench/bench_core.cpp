@@ -257,46 +257,50 @@ void register_softmax(int64_t rows, int64_t cols) {
 }
 
 // The backward of y = f(x) alone: x requires grad, the graph of y is built once and kept
-// (retain_graph), and each step computes dL/dx for a fixed upstream gradient g. `derivative`
-// gives f'(x) of one element, so the check is g * f'(x).
+// (retain_graph), and each step computes dL/dx for a fixed upstream gradient g. The first step's
+// result is in `gx`, for the case's check.
+struct BackwardOnly {
+  Tensor x, g, gx;
+  Step step;
+};
+BackwardOnly backward_only(const std::string& name, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&)) {
+  Tensor x = ember::randn({rows, cols}).requires_grad_();
+  Tensor g = ember::randn({rows, cols});
+  Tensor y = f(x);
+  Step step = [x, y, g] { return ember::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]; };
+  Tensor gx = step();
+  check_shape(name, gx, {rows, cols});
+  return {x, g, gx, step};
+}
+
+// An elementwise f: `derivative` gives f'(x) of one element, so the check is g * f'(x).
 void register_backward(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&),
                        double (*derivative)(double)) {
   const std::string name = op + "_bwd/" + dims({rows, cols});
   add(name, [=](benchmark::State& state) {
     run_case(state, [&]() -> Step {
-      Tensor x = ember::randn({rows, cols}).requires_grad_();
-      Tensor g = ember::randn({rows, cols});
-      Tensor y = f(x);
-      auto step = [x, y, g] { return ember::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]; };
-      Tensor gx = step();
-      check_shape(name, gx, {rows, cols});
+      const BackwardOnly c = backward_only(name, rows, cols, f);
       for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
-        check_close(name + idx({i, j}), gx.at({i, j}), g.at({i, j}) * derivative(x.at({i, j})));
-      return step;
+        check_close(name + idx({i, j}), c.gx.at({i, j}), c.g.at({i, j}) * derivative(c.x.at({i, j})));
+      return c.step;
     });
     state.SetItemsProcessed(state.iterations() * rows * cols);
   });
 }
 
-// The backward of a row-wise y = f(x) whose value does not change when a constant is added to a
-// row (softmax, layer_norm without affine): for any g, each row of dL/dx then sums to 0, which
-// is the check.
+// A row-wise f whose value does not change when a constant is added to a row (softmax,
+// layer_norm without affine): for any g, each row of dL/dx then sums to 0, which is the check.
 void register_row_backward(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&)) {
   const std::string name = op + "_bwd/" + dims({rows, cols});
   add(name, [=](benchmark::State& state) {
     run_case(state, [&]() -> Step {
-      Tensor x = ember::randn({rows, cols}).requires_grad_();
-      Tensor g = ember::randn({rows, cols});
-      Tensor y = f(x);
-      auto step = [x, y, g] { return ember::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]; };
-      Tensor gx = step();
-      check_shape(name, gx, {rows, cols});
+      const BackwardOnly c = backward_only(name, rows, cols, f);
       for (int64_t r : {int64_t{0}, rows - 1}) {
         double row_sum = 0;
-        for (int64_t j = 0; j < cols; ++j) row_sum += gx.at({r, j});
+        for (int64_t j = 0; j < cols; ++j) row_sum += c.gx.at({r, j});
         check_close(name + " row sum" + idx({r}), row_sum, 0.0, 0.0, 1e-3);
       }
-      return step;
+      return c.step;
     });
     state.SetItemsProcessed(state.iterations() * rows * cols);
   });

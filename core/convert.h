@@ -9,12 +9,12 @@
 //   >= 2^63 -> INT64_MAX, -inf and values < -2^63 -> INT64_MIN;
 // - a smaller integer type (uint8) is reached from that int64 by integer conversion, which wraps
 //   modulo 2^bits by definition: -1.0 -> 255 and 300.5 -> 44, as PyTorch on the CPU gives.
-// convert<To>(v) is every kernel's element conversion, CPU and CUDA (core/host_device.h), so a cast,
+// convert<To>(v) is every kernel's element conversion, CPU and CUDA (core/kernel_bodies/host_device.h), so a cast,
 // a fill and the integer result of an elementwise op follow it alike.
 #include <cstdint>
 #include <type_traits>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 
 namespace ember {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 #include "core/optimizer_step.h"
 #include "core/tensor.h"
 
@@ -242,7 +242,7 @@ struct BatchNormRunning {
   Tensor mean, var;
   double momentum = 0.0;
 };
-// Training-mode forward in one call (Note [Batch-norm forward slots] in core/ops/norm.cpp): the
+// Training-mode forward in one call (Note [Batch-norm forward slots] in core/ops/batch_norm.cpp): the
 // batch statistics of x, mean and invstd = 1 / sqrt(biased var + eps) ([c], what the backward
 // receives), out = (x - mean) * invstd * weight + bias, and the running update.
 using BatchNormTrainFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
@@ -253,7 +253,7 @@ using BatchNormEvalFwdFn = void(const Tensor& x, int64_t n, int64_t c, int64_t s
                                 const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
                                 const Tensor& out);
 // The two forwards composed of batch_norm_stats, batch_norm_apply and ops, for any device: the CPU's
-// slots, and the CUDA slots' path when cuDNN declines (core/ops/norm.cpp).
+// slots, and the CUDA slots' path when cuDNN declines (core/ops/batch_norm.cpp).
 void batch_norm_train_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
                                        const Tensor& bias, double eps, const BatchNormRunning& running,
                                        const Tensor& out, const Tensor& mean, const Tensor& invstd);

@@ -188,7 +188,7 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 enum class PadMode { Constant, Reflect, Replicate, Circular };
 Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::Constant, double value = 0.0);
 
-// --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, norm.cpp,
+// --- convolution, pooling, normalisation, dropout (core/ops/conv.cpp, pool.cpp, batch_norm.cpp,
 // random.cpp). Images are NCHW; pairs are {height, width}. ---
 using Pair = std::array<int64_t, 2>;
 // x [N, C, H, W], weight [OC, C, KH, KW], bias [OC] or undefined. The CPU runs it through
@@ -245,7 +245,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 // --- fingerprints (core/ops/fingerprint.cpp) ---
 // 64 bits that change when any element of x changes, the same on every device (Note [Tensor
-// fingerprints] in core/fingerprint.h); a checksum for comparing results, not differentiable.
+// fingerprints] in core/kernel_bodies/fingerprint.h); a checksum for comparing results, not differentiable.
 uint64_t fingerprint(const Tensor& x);
 
 // --- threads (core/cpu/parallel.cpp) ---

@@ -1,6 +1,17 @@
 #pragma once
-// Block-wide reductions for kernels that give one block to each output (Note [One block per
-// output] in cuda/reduce.cu): the fold operations and block_reduce, plus the launcher.
+// Block-wide reductions for kernels that give one block to each output: the fold operations and
+// block_reduce, plus the launcher.
+//
+// Note [One block per output]
+// Each output, one (outer, inner) pair or one row, is reduced by one block: thread t folds
+// elements t, t + blockDim, ... into its own accumulator, then the block combines the
+// accumulators in shared memory along a fixed tree. The order depends only on the block size, so
+// a result is the same on every run. Sums of floats accumulate in double, as on the CPU; the
+// order differs from the CPU's, so the two agree to rounding, not bitwise. Blocks stride over the
+// outputs, so any count works with one launch. A block per output idles most of its threads when
+// k is small (the bias gradient of a Linear sums 128 values per output), which is simple rather
+// than fast.
+//
 #include <algorithm>
 #include <cmath>
 #include <limits>

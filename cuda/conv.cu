@@ -21,7 +21,7 @@
 
 #include "core/kernel_bodies/im2col.h"
 #include "core/kernels.h"
-#include "cuda/cudnn.h"
+#include "cuda/cudnn/api.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {

@@ -1,5 +1,5 @@
 // CUDA kernels for the unary and binary elementwise ops and where: the math table the CPU uses
-// too (Note [One math table] in core/elementwise_math.h), over any strides (Note [CUDA
+// too (Note [One math table] in core/kernel_bodies/elementwise_math.h), over any strides (Note [CUDA
 // elementwise loops]).
 //
 // Note [One kernel per op and dtype]
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core/elementwise_math.h"
+#include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 #include "cuda/loops.cuh"
 

@@ -2,7 +2,7 @@
 // thread's words, each block folds its threads' sums, and the blocks add theirs into two 64-bit
 // words with atomicAdd. Integer addition is exact and commutative, so this order of summation
 // gives the very bits the CPU's loop gives; finish() runs on the host.
-#include "core/fingerprint.h"
+#include "core/kernel_bodies/fingerprint.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
 

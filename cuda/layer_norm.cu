@@ -1,14 +1,17 @@
-// CUDA kernels of layer normalisation over x seen as [rows, cols], with the math of
-// core/cpu/layer_norm.cpp: the shifted one-pass statistics of Note [Layer-norm statistics] and the
-// backward of Note [Layer-norm backward]. The statistics and grad_x give one block to each row
-// (Note [One block per output] in cuda/reduce.cu); grad_weight and grad_bias give one thread to
+// CUDA kernels of layer normalisation over x seen as [rows, cols], with the math the CPU's run
+// too (core/kernel_bodies/layer_norm.h): the shifted one-pass statistics of Note [Layer-norm
+// statistics] and the backward of Note [Layer-norm backward]. The statistics and grad_x give one block to each row
+// (Note [One block per output] in cuda/block_reduce.cuh); grad_weight and grad_bias give one thread to
 // each column, which walks the rows in order (neighbouring threads read neighbouring columns).
+#include "core/kernel_bodies/layer_norm.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
 namespace {
+
+namespace body = layer_norm_bodies;
 
 // Two sums reduced together by one block_reduce.
 struct SumPair {
@@ -27,18 +30,15 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* 
     const T* in = x + r * cols;
     const double shift = static_cast<double>(in[0]);
     const SumPair sums = block_reduce<SumPairOp>(cols, [&](int64_t j) {
-      const double d = static_cast<double>(in[j]) - shift;
+      const double d = body::centred(in[j], shift);
       return SumPair{d, d * d};
     });
-    const double offset = sums.first / static_cast<double>(cols);
-    const double var = fmax(sums.second / static_cast<double>(cols) - offset * offset, 0.0);
-    const T m = static_cast<T>(shift + offset), inv = static_cast<T>(1.0 / sqrt(var + eps));
+    const auto st = body::statistics<T>(shift, sums.first, sums.second, cols, eps);
     if (threadIdx.x == 0) {
-      mean[r] = m;
-      rstd[r] = inv;
+      mean[r] = st.mean;
+      rstd[r] = st.rstd;
     }
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      out[r * cols + j] = (in[j] - m) * inv * (weight ? weight[j] : T(1)) + (bias ? bias[j] : T(0));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = body::normalize(in[j], st, weight, bias, j);
   }
 }
 
@@ -56,17 +56,14 @@ __global__ void layer_norm_grad_x_kernel(const T* g, const T* x, const T* mean, 
                                          int64_t rows, int64_t cols, T* grad_x) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *gr = g + r * cols, *in = x + r * cols;
-    const T m = mean[r], inv = rstd[r];
+    const body::RowStatistics<T> st{mean[r], rstd[r]};
     const SumPair sums = block_reduce<SumPairOp>(cols, [&](int64_t j) {
-      const double wg = static_cast<double>(gr[j]) * (weight ? static_cast<double>(weight[j]) : 1.0);
-      return SumPair{wg, wg * static_cast<double>((in[j] - m) * inv)};
+      const double wg = body::weighted_grad(gr[j], weight, j);
+      return SumPair{wg, wg * static_cast<double>(body::xhat(in[j], st))};
     });
-    const T a = static_cast<T>(sums.first / static_cast<double>(cols));
-    const T b = static_cast<T>(sums.second / static_cast<double>(cols));
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const T xhat = (in[j] - m) * inv;
-      grad_x[r * cols + j] = inv * ((weight ? weight[j] : T(1)) * gr[j] - a - xhat * b);
-    }
+    const auto means = body::grad_means<T>(sums.first, sums.second, cols);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      grad_x[r * cols + j] = body::grad_x(gr[j], in[j], st, weight, j, means);
   }
 }
 
@@ -80,8 +77,8 @@ struct AffineGradBody {
     double acc_w = 0.0, acc_b = 0.0;
     for (int64_t r = 0; r < rows; ++r) {
       const T gv = g[r * cols + j];
-      acc_w += static_cast<double>(gv * ((x[r * cols + j] - mean[r]) * rstd[r]));
-      acc_b += static_cast<double>(gv);
+      acc_w += body::weight_grad_term(gv, x[r * cols + j], body::RowStatistics<T>{mean[r], rstd[r]});
+      acc_b += body::bias_grad_term(gv);
     }
     if (grad_weight) grad_weight[j] = static_cast<T>(acc_w);
     if (grad_bias) grad_bias[j] = static_cast<T>(acc_b);

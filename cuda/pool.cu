@@ -7,13 +7,13 @@
 // Here each thread owns one input cell and gathers instead: it visits the windows that can
 // cover its cell in increasing output order and adds what each one sends to it. That is the
 // order the CPU adds in, so the results are bitwise the CPU's. The candidate windows come from
-// inverting the window rule (Candidates in core/pool_windows.h); each candidate is then checked
+// inverting the window rule (Candidates in core/kernel_bodies/pool_windows.h); each candidate is then checked
 // with the forward's own rule, so the inversion only has to include every covering window. The
 // per-thread bodies are core/kernel_bodies/pool.h, which tests/test_kernel_bodies.cpp runs on
 // the CPU against naive loops.
 #include "core/kernel_bodies/pool.h"
 #include "core/kernels.h"
-#include "core/pool_windows.h"
+#include "core/kernel_bodies/pool_windows.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {

@@ -1,5 +1,5 @@
 // Random numbers on CUDA: the raw words come from cuRAND's Philox4_32_10 device API, which is
-// ember's stream by definition (Note [ember's streams are cuRAND's] in core/philox.h); the words
+// ember's stream by definition (Note [ember's streams are cuRAND's] in core/kernel_bodies/philox.h); the words
 // become numbers by ember's own rules (philox::to_unit, philox::box_muller), so a CUDA tensor
 // drawn from a generator state holds the uniforms a CPU tensor drawn from that state holds.
 //
@@ -25,7 +25,7 @@
 #include <type_traits>
 
 #include "core/kernels.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 
 namespace ember::data {
 

@@ -14,7 +14,7 @@
 // The DataLoader's shuffle is a stream too (key = the epoch's shuffle key, stream 0).
 #include <cstdint>
 
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 
 namespace ember::data {
 

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "core/check.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 #include "core/shape.h"
 #include "data/random_stream.h"
 

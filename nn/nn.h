@@ -2,7 +2,7 @@
 // Everything of ember::nn in one include.
 #include "nn/activation.h"
 #include "nn/attention.h"
-#include "nn/batchnorm.h"
+#include "nn/batch_norm.h"
 #include "nn/container.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"

@@ -1,5 +1,5 @@
 #pragma once
-#include "nn/batchnorm.h"
+#include "nn/batch_norm.h"
 #include "nn/conv.h"
 #include "nn/sequential.h"
 

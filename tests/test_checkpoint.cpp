@@ -217,7 +217,7 @@ TEST(Fingerprint, SameValuesSameBitsAndAnyChangeShows) {
 }
 
 // Note [Tensor fingerprints] restated word by word over the row-major elements, independently of
-// the kernels (core/fingerprint.h cannot be included next to ops.h's fingerprint()): the CPU
+// the kernels (core/kernel_bodies/fingerprint.h cannot be included next to ops.h's fingerprint()): the CPU
 // kernel's running sums (Note [Fingerprints by running sums] in core/cpu/fingerprint.cpp) must give
 // these bits for every dtype, length and layout.
 uint64_t fingerprint_by_definition(const Tensor& t) {

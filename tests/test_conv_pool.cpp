@@ -13,7 +13,7 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/ops/window.h"
-#include "core/pool_windows.h"
+#include "core/kernel_bodies/pool_windows.h"
 #include "test_helpers.h"
 
 using namespace ember;

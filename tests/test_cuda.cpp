@@ -21,7 +21,7 @@
 #include "tests/test_helpers.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
-#include "cuda/cudnn.h"
+#include "cuda/cudnn/api.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"

@@ -1,5 +1,5 @@
 // cuDNN's path against ember's own CUDA kernels, both on the GPU in one process (Note [cuDNN or
-// ember's kernels] in cuda/cudnn.h), and the host-side pieces of the cuDNN path, which run on
+// ember's kernels] in cuda/cudnn/api.h), and the host-side pieces of the cuDNN path, which run on
 // every machine. Part of test_cuda.
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include "core/ops.h"
 #include "tests/test_helpers.h"
 #include "cuda/context.h"
-#include "cuda/cudnn.h"
-#include "cuda/cudnn_shapes.h"
+#include "cuda/cudnn/api.h"
+#include "cuda/cudnn/shapes.h"
 
 using namespace ember;
 

@@ -1,5 +1,5 @@
 // ember's random streams are cuRAND's PHILOX4_32_10 streams (Note [ember's streams are cuRAND's]
-// in core/philox.h), checked on the CPU against libcurand: its host generator, which runs
+// in core/kernel_bodies/philox.h), checked on the CPU against libcurand: its host generator, which runs
 // without a GPU, and the device API's state functions compiled for the host, which are the code
 // cuda/random.cu runs on the GPU. Built wherever the CUDA toolkit is, with or without the CUDA
 // backend.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/generator.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 #include "core/tensor.h"
 
 using namespace ember;

@@ -6,7 +6,7 @@
 
 #include "core/generator.h"
 #include "core/ops.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 
 using namespace ember;
 

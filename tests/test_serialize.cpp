@@ -23,7 +23,7 @@
 
 #include "core/generator.h"
 #include "fixture.h"
-#include "nn/batchnorm.h"
+#include "nn/batch_norm.h"
 #include "nn/linear.h"
 #include "serialize/checksum.h"
 #include "serialize/json.h"

@@ -6,7 +6,7 @@
 
 #include "core/convert.h"
 #include "core/cpu/loops.h"
-#include "core/elementwise_math.h"
+#include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
@@ -128,7 +128,7 @@ void where_cpu(const Tensor& cond, const Tensor& x, const Tensor& y, const Tenso
 }
 
 // One contiguous row, its pointers taken as values (Note [Row loops take values] in
-// core/cpu/reduce.cpp).
+// core/cpu/softmax.cpp).
 template <class T>
 void masked_scale_row(const T* x, const uint8_t* keep, T* out, int64_t n, T scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = math::masked_scale(keep[i], x[i], scale);

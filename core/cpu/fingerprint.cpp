@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
-#include "core/fingerprint.h"
+#include "core/kernel_bodies/fingerprint.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {

@@ -1,16 +1,19 @@
-// CPU kernels of layer normalisation over x seen as [rows, cols]. Rows are independent, so they
-// are the parallel axis of the forward and of grad_x; grad_weight and grad_bias sum over rows, so
-// they run over blocks of columns instead, each adding its rows in order (deterministic for any
-// thread count).
+// CPU kernels of layer normalisation over x seen as [rows, cols], with the shared math of
+// core/kernel_bodies/layer_norm.h. Rows are independent, so they are the parallel axis of the
+// forward and of grad_x; grad_weight and grad_bias sum over rows, so they run over blocks of
+// columns instead, each adding its rows in order (deterministic for any thread count).
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_bodies/layer_norm.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
 namespace {
+
+namespace body = layer_norm_bodies;
 
 // The sums over j in [0, n) of first(j) and of second(j), in double. kPairLanes independent
 // accumulators per sum make the loop over lanes elementwise, so it vectorises (Note [Lane
@@ -39,15 +42,7 @@ std::pair<double, double> sum_pair(int64_t n, const First& first, const Second& 
   return {sa, sb};
 }
 
-// Note [Layer-norm statistics]
-// One pass over a row gives the sums of d and d^2 for d = x - x[0], in double, and then
-//   mean = x[0] + sum(d) / n,   var = sum(d^2) / n - (sum(d) / n)^2.
-// The textbook one-pass formula E[x^2] - E[x]^2 cancels badly when the mean is large next to
-// the spread: the variance is then the small difference of two large numbers. Shifting by an
-// element of the row makes both terms of the size of the spread, and double carries 29 more bits
-// than a float32 input. (Welford's update is also one pass and stable, but it divides for every
-// element and does not vectorise.) Rounding can still leave a tiny negative variance: it is
-// clamped to 0. The statistics are stored in x's dtype as mean and rstd = 1 / sqrt(var + eps).
+// The statistics of Note [Layer-norm statistics], each row's sums taken by sum_pair.
 void layer_norm_forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                             const Tensor& mean, const Tensor& rstd) {
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
@@ -61,24 +56,17 @@ void layer_norm_forward_cpu(const Tensor& x, const Tensor& weight, const Tensor&
         const T* in = px + r * cols;
         T* o = po + r * cols;
         const double shift = static_cast<double>(in[0]);
-        auto centred = [&](int64_t j) { return static_cast<double>(in[j]) - shift; };
+        auto centred = [&](int64_t j) { return body::centred(in[j], shift); };
         const auto [sum, sum_sq] = sum_pair(cols, centred, [&](int64_t j) { return centred(j) * centred(j); });
-        const double offset = sum / static_cast<double>(cols);
-        const double var = std::max(sum_sq / static_cast<double>(cols) - offset * offset, 0.0);
-        const T m = static_cast<T>(shift + offset), inv = static_cast<T>(1.0 / std::sqrt(var + eps));
-        pm[r] = m;
-        pr[r] = inv;
-        for (int64_t j = 0; j < cols; ++j) o[j] = (in[j] - m) * inv * (pw ? pw[j] : T(1)) + (pb ? pb[j] : T(0));
+        const auto st = body::statistics<T>(shift, sum, sum_sq, cols, eps);
+        pm[r] = st.mean;
+        pr[r] = st.rstd;
+        for (int64_t j = 0; j < cols; ++j) o[j] = body::normalize(in[j], st, pw, pb, j);
       });
     });
   });
 }
 
-// Note [Layer-norm backward]
-// Per row, with xhat = (x - mean) * rstd over its n columns and y = w * xhat + b:
-//   dL/dx = rstd * (w g - mean(w g) - xhat * mean(w g xhat)),
-// where the two means are the only cross-column terms (they come from differentiating through
-// the row's mean and variance). dL/dw = sum over rows of g * xhat and dL/db = sum over rows of g.
 void layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                              const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                              const Tensor& grad_bias) {
@@ -90,18 +78,14 @@ void layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tens
     parallel_for(rows, rows * cols, [&](int64_t r) {
       simd_dispatch([&] {
         const T *g = pg + r * cols, *in = px + r * cols;
-        const T m = pm[r], inv = pr[r];
-        auto wg = [&](int64_t j) { return static_cast<double>(g[j]) * (pw ? static_cast<double>(pw[j]) : 1.0); };
+        const body::RowStatistics<T> st{pm[r], pr[r]};
+        auto wg = [&](int64_t j) { return body::weighted_grad(g[j], pw, j); };
         const auto [sum_wg, sum_wg_xhat] = sum_pair(cols, wg, [&](int64_t j) {
-          return wg(j) * static_cast<double>((in[j] - m) * inv);
+          return wg(j) * static_cast<double>(body::xhat(in[j], st));
         });
-        const T a = static_cast<T>(sum_wg / static_cast<double>(cols));
-        const T b = static_cast<T>(sum_wg_xhat / static_cast<double>(cols));
+        const auto means = body::grad_means<T>(sum_wg, sum_wg_xhat, cols);
         T* out = pgx + r * cols;
-        for (int64_t j = 0; j < cols; ++j) {
-          const T xhat = (in[j] - m) * inv;
-          out[j] = inv * ((pw ? pw[j] : T(1)) * g[j] - a - xhat * b);
-        }
+        for (int64_t j = 0; j < cols; ++j) out[j] = body::grad_x(g[j], in[j], st, pw, j, means);
       });
     });
     if (!grad_weight.defined() && !grad_bias.defined()) return;
@@ -115,10 +99,10 @@ void layer_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, const Tens
         double acc_w[kColumns] = {}, acc_b[kColumns] = {};
         for (int64_t r = 0; r < rows; ++r) {
           const T *g = pg + r * cols + begin, *in = px + r * cols + begin;
-          const T m = pm[r], inv = pr[r];
+          const body::RowStatistics<T> st{pm[r], pr[r]};
           for (int64_t j = 0; j < width; ++j) {
-            acc_w[j] += static_cast<double>(g[j] * ((in[j] - m) * inv));
-            acc_b[j] += static_cast<double>(g[j]);
+            acc_w[j] += body::weight_grad_term(g[j], in[j], st);
+            acc_b[j] += body::bias_grad_term(g[j]);
           }
         }
         for (int64_t j = 0; j < width; ++j) {

@@ -5,14 +5,14 @@
 // a backward that scatters into its plane (max, and the average backwards, whose windows may
 // overlap) never races with another thread. Average and adaptive average differ only in where
 // a window lies and what divides its sum, so both run the same two loops with a different
-// window rule (PoolWindows, AdaptiveWindows in core/pool_windows.h, shared with the CUDA kernels).
+// window rule (PoolWindows, AdaptiveWindows in core/kernel_bodies/pool_windows.h, shared with the CUDA kernels).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
-#include "core/pool_windows.h"
+#include "core/kernel_bodies/pool_windows.h"
 
 namespace ember::cpu {
 namespace {

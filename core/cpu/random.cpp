@@ -6,7 +6,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
-#include "core/philox.h"
+#include "core/kernel_bodies/philox.h"
 
 namespace ember::cpu {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// Batch normalisation's per-element math, shared by core/cpu/norm.cpp and cuda/norm.cu, and the
+// Batch normalisation's per-element math, shared by core/cpu/batch_norm.cpp and cuda/batch_norm.cu, and the
 // index walks the CUDA kernels use instead of dividing per element. tests/test_kernel_bodies.cpp
 // runs all of it on the CPU against naive loops.
 //
@@ -11,7 +11,7 @@
 // in the loop (64-bit division is a call of ~70 instructions on a GPU).
 #include <cstdint>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 
 namespace ember::batch_norm_bodies {
 
@@ -70,7 +70,7 @@ EMBER_HOST_DEVICE T apply(T x, const Affine<T>& a) {
 }
 
 // The backward's grad_x of one channel is a * g - b - cx * (x - mean) (Note [Batch-norm
-// backward] in core/cpu/norm.cpp), from the channel's sums over its `count` elements:
+// backward] in core/cpu/batch_norm.cpp), from the channel's sums over its `count` elements:
 // sum_g = sum(g) and sum_g_xhat = sum(g * xhat).
 template <class T>
 struct GradInput {

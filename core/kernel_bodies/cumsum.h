@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 
 namespace ember::cumsum_bodies {
 

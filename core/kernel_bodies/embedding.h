@@ -4,7 +4,7 @@
 // ids on the device] in cuda/embedding.cu).
 #include <cstdint>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 
 namespace ember::embedding_bodies {
 

@@ -19,7 +19,7 @@
 // The tap order is the CPU's col2im order, so the sums are added in the same order on both.
 #include <cstdint>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 #include "core/kernels.h"
 
 namespace ember::conv_bodies {

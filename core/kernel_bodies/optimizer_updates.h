@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 #include "core/optimizer_step.h"
 
 namespace ember::optimizer_bodies {

@@ -1,13 +1,13 @@
 #pragma once
 // The per-thread bodies of the CUDA pooling kernels (cuda/pool.cu), host-device code over the
-// window rules of core/pool_windows.h, so tests/test_kernel_bodies.cpp runs them on the CPU over
+// window rules of core/kernel_bodies/pool_windows.h, so tests/test_kernel_bodies.cpp runs them on the CPU over
 // every index against naive loops. The backwards gather (Note [Pooling backward by gathering]
 // in cuda/pool.cu).
 #include <cstdint>
 
-#include "core/host_device.h"
+#include "core/kernel_bodies/host_device.h"
 #include "core/kernels.h"
-#include "core/pool_windows.h"
+#include "core/kernel_bodies/pool_windows.h"
 
 namespace ember::pooling {
 

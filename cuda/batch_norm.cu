@@ -1,5 +1,5 @@
 // CUDA kernels of batch normalisation over x seen as [n, c, s] (s = spatial size), with the
-// math of core/cpu/norm.cpp: statistics in double, two passes (no E[x^2] - E[x]^2 cancellation),
+// math of core/cpu/batch_norm.cpp: statistics in double, two passes (no E[x^2] - E[x]^2 cancellation),
 // and the backward of Note [Batch-norm backward], whose per-element formulas are the CPU's own
 // (core/kernel_bodies/batch_norm.h).
 //
@@ -18,7 +18,7 @@
 #include "core/kernel_bodies/batch_norm.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
-#include "cuda/cudnn.h"
+#include "cuda/cudnn/api.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -220,7 +220,7 @@ void batch_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, int64_t n
   });
 }
 
-// The forwards in one call each (Note [Batch-norm forward slots] in core/ops/norm.cpp): cuDNN's
+// The forwards in one call each (Note [Batch-norm forward slots] in core/ops/batch_norm.cpp): cuDNN's
 // fused call where it takes it, else the composition of the kernels above.
 void batch_norm_train_forward_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
                                    const Tensor& bias, double eps, const kernels::BatchNormRunning& running,

@@ -1,4 +1,4 @@
-// The conv2d slots through cuDNN (Note [cuDNN or ember's kernels] in cuda/cudnn.h).
+// The conv2d slots through cuDNN (Note [cuDNN or ember's kernels] in cuda/cudnn/api.h).
 //
 // Note [Deterministic cuDNN algorithms]
 // cuDNN offers several algorithms per direction; some of the backward ones add partial sums with
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "cuda/context.h"
-#include "cuda/cudnn.h"
-#include "cuda/cudnn_handle.h"
-#include "cuda/cudnn_shapes.h"
+#include "cuda/cudnn/api.h"
+#include "cuda/cudnn/handle.h"
+#include "cuda/cudnn/shapes.h"
 
 namespace ember::cuda::cudnn {
 namespace {

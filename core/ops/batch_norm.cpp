@@ -9,7 +9,7 @@
 // running statistics. The functions *_by_parts below compose them of the finer slots
 // (batch_norm_stats, batch_norm_apply) and ops, for any device: they are the CPU's slots, and the
 // CUDA slots run them when cuDNN declines the call (Note [cuDNN's batch-norm forward] in
-// cuda/cudnn_batch_norm.cpp). Both paths hand the backward the same mean and invstd.
+// cuda/cudnn/batch_norm.cpp). Both paths hand the backward the same mean and invstd.
 #include <cmath>
 
 #include "core/autograd/function.h"

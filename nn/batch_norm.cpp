@@ -1,4 +1,4 @@
-#include "nn/batchnorm.h"
+#include "nn/batch_norm.h"
 
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/recompute.h"

@@ -1,4 +1,4 @@
-#include "cuda/cudnn_handle.h"
+#include "cuda/cudnn/handle.h"
 
 #include <memory>
 #include <mutex>

@@ -1,12 +1,12 @@
-// Loading libcudnn.so.9 (Note [cuDNN loaded at run time] in cuda/cudnn_library.h) and the
+// Loading libcudnn.so.9 (Note [cuDNN loaded at run time] in cuda/cudnn/library.h) and the
 // switch's answers for a build with cuDNN.
-#include "cuda/cudnn_library.h"
+#include "cuda/cudnn/library.h"
 
 #include <dlfcn.h>
 
 #include <string>
 
-#include "cuda/cudnn.h"
+#include "cuda/cudnn/api.h"
 
 namespace ember::cuda {
 namespace {

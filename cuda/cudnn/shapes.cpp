@@ -1,4 +1,4 @@
-#include "cuda/cudnn_shapes.h"
+#include "cuda/cudnn/shapes.h"
 
 #include <climits>
 

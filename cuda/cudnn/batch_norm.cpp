@@ -1,8 +1,8 @@
-// The batch-norm slots through cuDNN (Note [cuDNN or ember's kernels] in cuda/cudnn.h).
+// The batch-norm slots through cuDNN (Note [cuDNN or ember's kernels] in cuda/cudnn/api.h).
 //
 // Note [cuDNN's batch-norm forward]
 // batch_norm_train_forward is cudnnBatchNormalizationForwardTraining, which fuses what ember's
-// kernels do in steps (Note [Batch-norm forward slots] in core/ops/norm.cpp): the batch mean and
+// kernels do in steps (Note [Batch-norm forward slots] in core/ops/batch_norm.cpp): the batch mean and
 // biased variance, y = (x - mean) / sqrt(var + eps) * scale + bias, and, given running tensors,
 // running = (1 - factor) * running + factor * batch statistic, with factor = exponentialAverageFactor.
 // That is PyTorch's update with factor = momentum (PyTorch passes its momentum there), and cuDNN's
@@ -23,13 +23,13 @@
 // so CUDNN_BN_MIN_EPSILON is passed (the slot does not know the forward's eps, and needs not).
 //
 // All three use the spatial mode, which reduces over n, h and w of an NCHW tensor: x [n, c, s] is
-// given as [n, c, s, 1] (cuda/cudnn_shapes.h). A batch norm without affine weight is the one with
+// given as [n, c, s, 1] (cuda/cudnn/shapes.h). A batch norm without affine weight is the one with
 // weight 1 (and bias 0), so a ones (zeros) vector stands in; gradients the caller did not ask for
 // go to scratch vectors. float32 only: float64 runs ember's kernels.
 #include "cuda/context.h"
-#include "cuda/cudnn.h"
-#include "cuda/cudnn_handle.h"
-#include "cuda/cudnn_shapes.h"
+#include "cuda/cudnn/api.h"
+#include "cuda/cudnn/handle.h"
+#include "cuda/cudnn/shapes.h"
 
 namespace ember::cuda::cudnn {
 namespace {

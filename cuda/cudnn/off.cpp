@@ -1,6 +1,6 @@
 // The cuDNN entry points of a build without cuDNN (EMBER_CUDNN=OFF, or AUTO without cudnn.h):
-// every call stays on ember's kernels (Note [cuDNN or ember's kernels] in cuda/cudnn.h).
-#include "cuda/cudnn.h"
+// every call stays on ember's kernels (Note [cuDNN or ember's kernels] in cuda/cudnn/api.h).
+#include "cuda/cudnn/api.h"
 
 namespace ember::cuda {
 

@@ -1,4 +1,4 @@
-// The cuDNN switch (Note [cuDNN or ember's kernels] in cuda/cudnn.h), in every CUDA build.
+// The cuDNN switch (Note [cuDNN or ember's kernels] in cuda/cudnn/api.h), in every CUDA build.
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "cuda/cudnn.h"
+#include "cuda/cudnn/api.h"
 
 namespace ember::cuda {
 namespace {

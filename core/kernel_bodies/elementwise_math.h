@@ -1,0 +1,164 @@
+#pragma once
+// Note [One math table]
+// The unary and binary elementwise ops are written once, here, and both backends instantiate
+// these functors: core/cpu/elementwise.cpp inside its vectorised row loops, cuda/elementwise.cu
+// inside its grid-stride kernels. So the formula of every op (gelu, its derivative, silu, clamp,
+// the comparisons, ...) is the same expression on both devices, and the CPU tests run the very
+// code the GPU runs.
+//
+// What each device brings is its elementary functions, as the `Fns` parameter: static exp, log,
+// tanh, erf, sqrt, abs and pow over float and double, and erf_and_gaussian (erf(v) and e^(-v^2)
+// together, which the CPU computes with one exp). The CPU passes HostFunctions (the
+// vectorisable float versions of Note [Vectorisable float math], libm for double); the GPU passes
+// DeviceFunctions (CUDA's libdevice, cuda/elementwise.cu). Those differ by an ulp or so, which is
+// what the CUDA tests' tolerance for unary ops allows; everything around them is shared.
+//
+// The op is a template parameter, so an (op, dtype) pair compiles to straight-line code without a
+// switch per element; visit_unary / visit_binary turn the runtime op into that parameter, one
+// switch written once for both devices. Integers compute in double (Compute<T>).
+#include <cstdint>
+#include <type_traits>
+
+#include "core/kernel_bodies/host_device.h"
+#include "core/kernels.h"
+
+namespace ember::math {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+// The compute type of T: floats compute in themselves, integers in double.
+template <class T>
+using Compute = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+
+template <class C>
+struct ErfAndGaussian {
+  C erf, gaussian;  // erf(v), e^(-v^2)
+};
+
+template <UnaryOp kOp, class C, class Fns>
+struct UnaryMath {
+  C a, b;  // the op's scalar arguments
+  EMBER_HOST_DEVICE C operator()(C v) const {
+    constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
+    if constexpr (kOp == UnaryOp::Neg) return -v;
+    else if constexpr (kOp == UnaryOp::Exp) return Fns::exp(v);
+    else if constexpr (kOp == UnaryOp::Log) return Fns::log(v);
+    else if constexpr (kOp == UnaryOp::Sqrt) return Fns::sqrt(v);
+    else if constexpr (kOp == UnaryOp::Rsqrt) return C(1) / Fns::sqrt(v);
+    else if constexpr (kOp == UnaryOp::Abs) return Fns::abs(v);
+    else if constexpr (kOp == UnaryOp::Sign) return C((v > 0) - (v < 0));
+    else if constexpr (kOp == UnaryOp::Relu) return v < 0 ? C(0) : v;  // NaN and -0.0 pass, as in PyTorch
+    else if constexpr (kOp == UnaryOp::Sigmoid) return C(1) / (C(1) + Fns::exp(-v));
+    else if constexpr (kOp == UnaryOp::Tanh) return Fns::tanh(v);
+    else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + Fns::erf(v * kSqrt1_2));
+    else if constexpr (kOp == UnaryOp::Silu) return v / (C(1) + Fns::exp(-v));
+    else if constexpr (kOp == UnaryOp::PowScalar) return Fns::pow(v, a);
+    else if constexpr (kOp == UnaryOp::Clamp) return v < a ? a : (v > b ? b : v);
+    else if constexpr (kOp == UnaryOp::InRange) return C(v >= a && v <= b);
+    else if constexpr (kOp == UnaryOp::LeakyRelu) return v > 0 ? v : a * v;
+    else if constexpr (kOp == UnaryOp::AffineScalar) return a * v + b;
+    else static_assert(kOp != kOp, "UnaryOp without a row in the math table");
+  }
+};
+
+// Comparisons (the ops from Eq on, see kernels::is_comparison) give a bool, stored as uint8.
+template <BinaryOp kOp, class T>
+using BinaryResult = std::conditional_t<(kOp >= BinaryOp::Eq), uint8_t, T>;
+
+// The activations' backward rows (ReluGrad ... GeluGrad) take x = the upstream gradient and y =
+// what the forward saved: Note [Activation backwards in one pass] in core/ops/elementwise.cpp.
+template <BinaryOp kOp, class C, class Fns>
+struct BinaryMath {
+  EMBER_HOST_DEVICE auto operator()(C x, C y) const {
+    constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
+    constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);
+    if constexpr (kOp == BinaryOp::Add) return x + y;
+    else if constexpr (kOp == BinaryOp::Sub) return x - y;
+    else if constexpr (kOp == BinaryOp::Mul) return x * y;
+    else if constexpr (kOp == BinaryOp::Div) return x / y;
+    else if constexpr (kOp == BinaryOp::Pow) return Fns::pow(x, y);
+    // x != x: x is NaN. Written as compares and a select, so the CPU loops still vectorise.
+    else if constexpr (kOp == BinaryOp::Maximum) return x > y || x != x ? x : y;
+    else if constexpr (kOp == BinaryOp::Minimum) return x < y || x != x ? x : y;
+    else if constexpr (kOp == BinaryOp::ReluGrad) return y <= C(0) ? C(0) : x;
+    else if constexpr (kOp == BinaryOp::SigmoidGrad) return x * (y * (C(1) - y));
+    else if constexpr (kOp == BinaryOp::TanhGrad) return x * (C(1) - y * y);
+    else if constexpr (kOp == BinaryOp::SiluGrad) {
+      const C s = C(1) / (C(1) + Fns::exp(-y));
+      return x * (s * (C(1) + y * (C(1) - s)));
+    }
+    else if constexpr (kOp == BinaryOp::GeluGrad) {  // Phi(y) + y phi(y), phi(y) = e^(-(y / sqrt 2)^2) / sqrt(2 pi)
+      const ErfAndGaussian<C> e = Fns::erf_and_gaussian(y * kSqrt1_2);
+      return x * (C(0.5) * (C(1) + e.erf) + y * kInvSqrt2Pi * e.gaussian);
+    }
+    else if constexpr (kOp == BinaryOp::Eq) return x == y;
+    else if constexpr (kOp == BinaryOp::Ne) return x != y;
+    else if constexpr (kOp == BinaryOp::Lt) return x < y;
+    else if constexpr (kOp == BinaryOp::Le) return x <= y;
+    else if constexpr (kOp == BinaryOp::Gt) return x > y;
+    else if constexpr (kOp == BinaryOp::Ge) return x >= y;
+    else static_assert(kOp != kOp, "BinaryOp without a row in the math table");
+  }
+};
+
+// Calls fn.template operator()<kOp>() with the runtime `op` as a template argument:
+//   visit_unary(op, [&]<UnaryOp kOp>() { launch<T, kOp>(...); });
+// Returns false for a value outside the enum (the caller reports it).
+template <class Fn>
+bool visit_unary(UnaryOp op, Fn&& fn) {
+  switch (op) {
+    case UnaryOp::Neg: fn.template operator()<UnaryOp::Neg>(); return true;
+    case UnaryOp::Exp: fn.template operator()<UnaryOp::Exp>(); return true;
+    case UnaryOp::Log: fn.template operator()<UnaryOp::Log>(); return true;
+    case UnaryOp::Sqrt: fn.template operator()<UnaryOp::Sqrt>(); return true;
+    case UnaryOp::Rsqrt: fn.template operator()<UnaryOp::Rsqrt>(); return true;
+    case UnaryOp::Abs: fn.template operator()<UnaryOp::Abs>(); return true;
+    case UnaryOp::Sign: fn.template operator()<UnaryOp::Sign>(); return true;
+    case UnaryOp::Relu: fn.template operator()<UnaryOp::Relu>(); return true;
+    case UnaryOp::Sigmoid: fn.template operator()<UnaryOp::Sigmoid>(); return true;
+    case UnaryOp::Tanh: fn.template operator()<UnaryOp::Tanh>(); return true;
+    case UnaryOp::Gelu: fn.template operator()<UnaryOp::Gelu>(); return true;
+    case UnaryOp::Silu: fn.template operator()<UnaryOp::Silu>(); return true;
+    case UnaryOp::PowScalar: fn.template operator()<UnaryOp::PowScalar>(); return true;
+    case UnaryOp::Clamp: fn.template operator()<UnaryOp::Clamp>(); return true;
+    case UnaryOp::InRange: fn.template operator()<UnaryOp::InRange>(); return true;
+    case UnaryOp::LeakyRelu: fn.template operator()<UnaryOp::LeakyRelu>(); return true;
+    case UnaryOp::AffineScalar: fn.template operator()<UnaryOp::AffineScalar>(); return true;
+  }
+  return false;
+}
+
+template <class Fn>
+bool visit_binary(BinaryOp op, Fn&& fn) {
+  switch (op) {
+    case BinaryOp::Add: fn.template operator()<BinaryOp::Add>(); return true;
+    case BinaryOp::Sub: fn.template operator()<BinaryOp::Sub>(); return true;
+    case BinaryOp::Mul: fn.template operator()<BinaryOp::Mul>(); return true;
+    case BinaryOp::Div: fn.template operator()<BinaryOp::Div>(); return true;
+    case BinaryOp::Pow: fn.template operator()<BinaryOp::Pow>(); return true;
+    case BinaryOp::Maximum: fn.template operator()<BinaryOp::Maximum>(); return true;
+    case BinaryOp::Minimum: fn.template operator()<BinaryOp::Minimum>(); return true;
+    case BinaryOp::ReluGrad: fn.template operator()<BinaryOp::ReluGrad>(); return true;
+    case BinaryOp::SigmoidGrad: fn.template operator()<BinaryOp::SigmoidGrad>(); return true;
+    case BinaryOp::TanhGrad: fn.template operator()<BinaryOp::TanhGrad>(); return true;
+    case BinaryOp::SiluGrad: fn.template operator()<BinaryOp::SiluGrad>(); return true;
+    case BinaryOp::GeluGrad: fn.template operator()<BinaryOp::GeluGrad>(); return true;
+    case BinaryOp::Eq: fn.template operator()<BinaryOp::Eq>(); return true;
+    case BinaryOp::Ne: fn.template operator()<BinaryOp::Ne>(); return true;
+    case BinaryOp::Lt: fn.template operator()<BinaryOp::Lt>(); return true;
+    case BinaryOp::Le: fn.template operator()<BinaryOp::Le>(); return true;
+    case BinaryOp::Gt: fn.template operator()<BinaryOp::Gt>(); return true;
+    case BinaryOp::Ge: fn.template operator()<BinaryOp::Ge>(); return true;
+  }
+  return false;
+}
+
+// Dropout's forward and backward (kernels::masked_scale): x scaled where the mask keeps it, 0
+// where it drops it.
+template <class T>
+EMBER_HOST_DEVICE T masked_scale(uint8_t keep, T x, T scale) {
+  return keep ? x * scale : T(0);
+}
+
+}  // namespace ember::math
