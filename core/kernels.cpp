@@ -7,7 +7,18 @@ namespace ember::kernels {
 namespace {
 // Constant-initialised, so registrars running during static initialisation may use it.
 std::atomic<bool> registered_backends[kNumDeviceTypes];
+std::atomic<DeviceCheck*> device_checks[kNumDeviceTypes];
 }  // namespace
+
+bool set_device_check(DeviceType type, DeviceCheck* check) {
+  device_checks[static_cast<int>(type)].store(check);
+  return true;
+}
+
+void detail::run_device_check(DeviceType type) {
+  if (DeviceCheck* check = device_checks[static_cast<int>(type)].load()) check();  // may throw: stays unchecked
+  device_checked[static_cast<int>(type)].store(true, std::memory_order_relaxed);
+}
 
 bool backend_registered(DeviceType type) { return registered_backends[static_cast<int>(type)].load(); }
 void note_registration(DeviceType type) { registered_backends[static_cast<int>(type)].store(true); }

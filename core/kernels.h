@@ -12,6 +12,7 @@
 // has to report user errors.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -22,9 +23,20 @@
 
 namespace ember::kernels {
 
-// Throws if the environment chose something the CPU backend cannot run (Note [Choices from the
-// environment] in core/cpu/backends.cpp): checked where an op calls a CPU kernel, on its thread.
-void check_cpu_environment();
+// Note [A backend's first call]
+// A backend may need to refuse work before its first kernel runs: the CPU backend, when an
+// environment variable chose something it cannot run (Note [Choices from the environment] in
+// core/cpu/backends.cpp). It registers a check for its device type; the table runs the check
+// when a kernel of that type is looked up until the check passes once, on the caller's thread
+// (so its ember::Error reaches the op's caller), and after that a lookup costs one relaxed load.
+// A check that throws runs again at the next lookup, so every call fails until the program
+// fixes the choice.
+using DeviceCheck = void();
+bool set_device_check(DeviceType type, DeviceCheck* check);
+namespace detail {
+inline std::atomic<bool> device_checked[kNumDeviceTypes];  // constant-initialised to false
+void run_device_check(DeviceType type);                    // sets device_checked when it passes
+}  // namespace detail
 
 template <class Fn>
 class Kernel {
@@ -35,7 +47,8 @@ class Kernel {
   bool has(DeviceType type) const { return slots_[static_cast<int>(type)] != nullptr; }
 
   Fn* operator[](Device device) const {
-    if (device.type == DeviceType::CPU) check_cpu_environment();
+    if (!detail::device_checked[static_cast<int>(device.type)].load(std::memory_order_relaxed)) [[unlikely]]
+      detail::run_device_check(device.type);
     Fn* fn = slots_[static_cast<int>(device.type)];
     if (!fn) [[unlikely]]
       missing(device);

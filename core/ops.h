@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/simd_level.h"
+#include "core/cpu_settings.h"  // the CPU settings were declared here; still reachable through ops.h
 #include "core/tensor.h"
 
 namespace ember {
@@ -248,28 +248,5 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // fingerprints] in core/kernel_bodies/fingerprint.h); a checksum for comparing results, not differentiable.
 uint64_t fingerprint(const Tensor& x);
 
-// --- threads (core/cpu/parallel.cpp) ---
-// Sets the threads of ember's OpenMP loops and of OpenBLAS together (oneDNN runs on that team).
-void set_num_threads(int n);
-int get_num_threads();
-
-// --- which library runs the CPU's convolutions and float products (core/cpu/backends.cpp) ---
-// Reference: ember's im2col + gemm (core/cpu/conv.cpp), the readable one and the tests' oracle.
-// OneDNN: oneDNN's float32 convolutions (Note [Convolution through oneDNN]), the default when
-// ember is built with it (EMBER_DNNL); cases it does not take still run the reference. The
-// environment variable EMBER_CONV_BACKEND=reference|onednn sets the starting choice; choosing
-// OneDNN in a build without it fails (a bad variable, at the first CPU op: Note [Choices from
-// the environment] in core/cpu/backends.cpp).
-enum class ConvBackend { Reference, OneDNN };
-void set_conv_backend(ConvBackend backend);
-ConvBackend conv_backend();
-// Every float32 gemm of the CPU backend (matmul, linear, the reference convolution's products)
-// runs on OpenBLAS or on oneDNN's sgemm (Note [Two BLAS for one gemm] in core/cpu/blas.cpp);
-// oneDNN is the default when ember is built with it. float64 always runs on OpenBLAS.
-// EMBER_GEMM_BACKEND=openblas|onednn sets the starting choice, as for convolutions.
-enum class GemmBackend { OpenBLAS, OneDNN };
-void set_gemm_backend(GemmBackend backend);
-GemmBackend gemm_backend();
-bool has_onednn();  // built with oneDNN
 
 }  // namespace ember

@@ -11,8 +11,8 @@
 // exception there would end the process. So the variables are read without throwing: a bad value
 // (none of the names, or a choice this build or CPU cannot run) leaves the default and an error
 // message, which the first CPU kernel call reports as an ember::Error on the caller's thread
-// (Kernel::operator[] calls check_cpu_environment), and every call after it, until the program
-// sets that choice itself.
+// (check_cpu_environment is the CPU's check of Note [A backend's first call] in core/kernels.h),
+// and every call after it, until the program sets that choice itself.
 #include <atomic>
 #include <cstdlib>
 #include <initializer_list>
@@ -22,7 +22,8 @@
 
 #include "core/check.h"
 #include "core/cpu/loops.h"
-#include "core/ops.h"
+#include "core/cpu_settings.h"
+#include "core/kernels.h"
 
 namespace ember {
 namespace {
@@ -147,7 +148,7 @@ void set_simd_level(SimdLevel level) {
 
 SimdLevel simd_level() { return simd_choice().get(); }
 
-namespace kernels {
+namespace {
 void check_cpu_environment() {
   const auto check = [](const auto& choice) {
     if (choice.bad_environment.load(std::memory_order_relaxed)) [[unlikely]]
@@ -157,6 +158,8 @@ void check_cpu_environment() {
   check(gemm_choice());
   check(simd_choice());
 }
-}  // namespace kernels
+
+const bool registered = kernels::set_device_check(DeviceType::CPU, &check_cpu_environment);
+}  // namespace
 
 }  // namespace ember

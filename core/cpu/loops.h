@@ -17,7 +17,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/simd_level.h"
+#include "core/cpu_settings.h"
 #include "core/tensor.h"
 
 namespace ember::cpu {
@@ -124,7 +124,7 @@ void parallel_for(int64_t n, int64_t work, Fn fn) {
 // runs fn through run_avx512 or run_avx2, copies compiled with gnu::target and gnu::flatten (which
 // inlines everything fn calls, so the whole loop, lambdas and the vmath functions below included,
 // is generated for those instructions), or plain fn, as simd_level() says: the CPU's widest
-// unless set_simd_level or EMBER_SIMD chose a narrower one (core/simd_level.h); it returns
+// unless set_simd_level or EMBER_SIMD chose a narrower one (core/cpu_settings.h); it returns
 // what fn returns. Only per-row work goes through here; OpenMP regions stay outside, so the
 // thread team is the same either way. The widest level pays where a loop computes more than it moves: on
 // this project's AMD EPYC (Zen 5, whose vector units are 512 bits wide), going from AVX2 to
