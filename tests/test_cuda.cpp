@@ -18,6 +18,7 @@
 #include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "tests/op_table.h"
 #include "tests/test_helpers.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
@@ -310,6 +311,18 @@ TEST(Cuda, BadIndicesAreRaisedAtTheNextSynchronisation) {
   // The mean divides by the targets that count, also counted on the device.
   const Tensor target = from_vector({2, -100, 0}, {3}, kInt64);
   expect_matches(cross_entropy(logits, target.to(kCUDA)), cross_entropy(logits.cpu(), target), 1e-6);
+}
+
+// The op table's CUDA column (Note [The op table] in tests/op_table.h): every row on the GPU against
+// float64 on the CPU, in float64 and in float32, forward and gradients.
+TEST(Cuda, OpTableMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto& table = testutil::op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(testutil::op_label(table[i]));
+    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat64, kCUDA, 1e-10);
+    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCUDA, table[i].float32_tolerance);
+  }
 }
 
 TEST(Cuda, EveryBinaryOp) {

@@ -195,6 +195,9 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return Var::apply(x, dims, correction, keepdim);
 }
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  ops::check_defined(x, "stddev");  // its own name in the errors, not var's
+  ops::check_floating(x, "stddev");
+  EMBER_CHECK(correction >= 0, "[stddev] correction must be >= 0, got ", correction);
   return sqrt(var(x, dims, correction, keepdim));
 }
 

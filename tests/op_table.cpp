@@ -1,0 +1,317 @@
+// The rows of the op table (Note [The op table] in op_table.h), in the order of core/ops.h.
+#include "tests/op_table.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/generator.h"
+#include "core/ops.h"
+#include "tests/test_helpers.h"
+
+namespace ember::testutil {
+namespace {
+
+using V = std::vector<Tensor>;
+
+OpRow row(std::string op, std::vector<OpInput> inputs, OpFn fn) {
+  OpRow r;
+  r.op = std::move(op);
+  r.inputs = std::move(inputs);
+  r.fn = std::move(fn);
+  return r;
+}
+OpRow variant(std::string op, std::string what, std::vector<OpInput> inputs, OpFn fn) {
+  OpRow r = row(std::move(op), std::move(inputs), std::move(fn));
+  r.variant = std::move(what);
+  return r;
+}
+// Modifiers, applied to a row: row(...) | integers_too, ...
+OpRow operator|(OpRow r, OpRow (*modify)(OpRow)) { return modify(std::move(r)); }
+OpRow integers_too(OpRow r) {
+  r.floating_only = false;
+  return r;
+}
+OpRow no_gradient(OpRow r) {
+  r.differentiable = false;
+  return r;
+}
+// Ops that accumulate many float32 terms (products, convolutions, long reductions).
+OpRow accumulates(OpRow r) {
+  r.float32_tolerance = 1e-3;
+  return r;
+}
+
+// A fixed seed inside the call, so that gradcheck's repeated calls and every dtype column see
+// the same dropout mask.
+Tensor seeded_dropout(const Tensor& x) {
+  manual_seed(11);
+  return dropout(x, 0.4);
+}
+
+std::vector<OpRow> make_table() {
+  const Shape m = {3, 4};
+  std::vector<OpRow> t;
+  auto add_row = [&](OpRow r) { t.push_back(std::move(r)); };
+
+  // --- elementwise arithmetic (broadcasting) ---
+  add_row(row("add", {floating(m), floating({4})}, [](const V& x) { return add(x[0], x[1]); }) | integers_too);
+  add_row(row("sub", {floating(m), floating({3, 1})}, [](const V& x) { return sub(x[0], x[1]); }) | integers_too);
+  add_row(row("mul", {floating(m), floating(m)}, [](const V& x) { return mul(x[0], x[1]); }) | integers_too);
+  add_row(row("div", {floating(m), floating({4}, 0.5, 2.0)}, [](const V& x) { return div(x[0], x[1]); }) |
+          integers_too);
+  add_row(row("pow", {floating(m, 0.5, 2.0), floating({4})}, [](const V& x) { return pow(x[0], x[1]); }) |
+          integers_too);
+  add_row(variant("pow", "scalar exponent", {floating(m, 0.5, 2.0)}, [](const V& x) { return pow(x[0], 2.5); }));
+  add_row(row("maximum", {floating(m), floating({4})}, [](const V& x) { return maximum(x[0], x[1]); }) |
+          integers_too);
+  add_row(row("minimum", {floating(m), floating(m)}, [](const V& x) { return minimum(x[0], x[1]); }) | integers_too);
+  add_row(row("add_scalar", {floating(m)}, [](const V& x) { return add_scalar(x[0], 1.5); }) | integers_too);
+  add_row(row("mul_scalar", {floating(m)}, [](const V& x) { return mul_scalar(x[0], -0.75); }) | integers_too);
+
+  // --- unary math and activations ---
+  add_row(row("neg", {floating(m)}, [](const V& x) { return neg(x[0]); }) | integers_too);
+  add_row(row("exp", {floating(m)}, [](const V& x) { return exp(x[0]); }));
+  add_row(row("log", {floating(m, 0.5, 3.0)}, [](const V& x) { return log(x[0]); }));
+  add_row(row("sqrt", {floating(m, 0.5, 3.0)}, [](const V& x) { return sqrt(x[0]); }));
+  add_row(row("rsqrt", {floating(m, 0.5, 3.0)}, [](const V& x) { return rsqrt(x[0]); }));
+  add_row(row("abs", {floating(m)}, [](const V& x) { return abs(x[0]); }));
+  add_row(row("sign", {floating(m)}, [](const V& x) { return sign(x[0]); }) | no_gradient | integers_too);
+  add_row(row("clamp", {floating({8})}, [](const V& x) { return clamp(x[0], -1.0, 1.0); }));
+  add_row(variant("clamp", "tensor bounds", {floating(m), floating({4}, -2.0, -0.5), floating({3, 1}, 0.5, 2.0)},
+                  [](const V& x) { return clamp(x[0], x[1], x[2]); }) |
+          integers_too);
+  add_row(row("relu", {floating({8})}, [](const V& x) { return relu(x[0]); }));
+  add_row(row("leaky_relu", {floating({8})}, [](const V& x) { return leaky_relu(x[0], 0.2); }));
+  add_row(row("sigmoid", {floating(m)}, [](const V& x) { return sigmoid(x[0]); }));
+  add_row(row("tanh", {floating(m)}, [](const V& x) { return tanh(x[0]); }));
+  add_row(row("gelu", {floating(m)}, [](const V& x) { return gelu(x[0]); }));
+  add_row(row("silu", {floating(m)}, [](const V& x) { return silu(x[0]); }));
+  add_row(row("where", {mask(m), floating(m), floating({4})}, [](const V& x) { return where(x[0], x[1], x[2]); }) |
+          integers_too);
+  add_row(row("masked_fill", {floating(m), mask({4})}, [](const V& x) { return masked_fill(x[0], x[1], -3.0); }) |
+          integers_too);
+
+  // --- comparisons (uint8, no gradient) ---
+  for (const auto& [name, cmp] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
+           {"eq", &eq}, {"ne", &ne}, {"lt", &lt}, {"le", &le}, {"gt", &gt}, {"ge", &ge}}) {
+    // b equals a where the mask is set, so that every comparison has both answers
+    add_row(row(name, {floating(m), floating(m), mask(m)},
+                [cmp](const V& x) { return cmp(x[0], where(x[2], x[0], x[1])); }) |
+            no_gradient | integers_too);
+  }
+
+  // --- reductions ---
+  add_row(row("sum", {floating(m)}, [](const V& x) { return sum(x[0]); }) | integers_too);
+  add_row(variant("sum", "dims, keepdim", {floating({2, 3, 4})}, [](const V& x) { return sum(x[0], {0, 2}, true); }) |
+          integers_too);
+  add_row(row("mean", {floating(m)}, [](const V& x) { return mean(x[0]); }));
+  add_row(variant("mean", "dims", {floating({2, 3, 4})}, [](const V& x) { return mean(x[0], {1}); }));
+  add_row(row("max", {floating(m)}, [](const V& x) { return max(x[0]); }) | integers_too);
+  add_row(variant("max", "dims", {floating(m)}, [](const V& x) { return max(x[0], {1}); }) | integers_too);
+  add_row(row("min", {floating(m)}, [](const V& x) { return min(x[0]); }) | integers_too);
+  add_row(variant("min", "dims", {floating(m)}, [](const V& x) { return min(x[0], {0}, true); }) | integers_too);
+  add_row(row("argmax", {floating(m)}, [](const V& x) { return argmax(x[0], 1); }) | no_gradient | integers_too);
+  add_row(row("var", {floating({4, 5})}, [](const V& x) { return var(x[0], {1}); }));
+  add_row(row("stddev", {floating({4, 5})}, [](const V& x) { return stddev(x[0], {0}, 0, true); }));
+  add_row(row("softmax", {floating(m)}, [](const V& x) { return softmax(x[0], 1); }));
+  add_row(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }));
+  add_row(row("sum_to", {floating({2, 3, 4})}, [](const V& x) { return sum_to(x[0], {3, 1}); }) | integers_too);
+  add_row(row("cumsum", {floating({3, 5})}, [](const V& x) { return cumsum(x[0], 1); }) | integers_too);
+  add_row(row("sort", {floating({3, 5})}, [](const V& x) { return sort(x[0], 1).values; }) | integers_too);
+  add_row(variant("sort", "descending indices", {floating({3, 5})},
+                  [](const V& x) { return sort(x[0], 0, true).indices; }) |
+          no_gradient | integers_too);
+  add_row(row("argsort", {floating({3, 5})}, [](const V& x) { return argsort(x[0], 1); }) | no_gradient |
+          integers_too);
+  add_row(row("topk", {floating({3, 6})}, [](const V& x) { return topk(x[0], 2, 1).values; }) | integers_too);
+
+  // --- products ---
+  add_row(row("matmul", {floating({2, 3, 4}), floating({4, 5})}, [](const V& x) { return matmul(x[0], x[1]); }) |
+          accumulates);
+  add_row(row("linear", {floating({2, 3, 4}), floating({5, 4}), floating({5})},
+              [](const V& x) { return linear(x[0], x[1], x[2]); }) |
+          accumulates);
+  add_row(row("einsum", {floating({2, 3, 4}), floating({2, 4, 5})},
+              [](const V& x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }) |
+          accumulates);
+
+  // --- losses (targets are constants) ---
+  add_row(row("cross_entropy", {floating({4, 5}), index({4}, 5)},
+              [](const V& x) { return cross_entropy(x[0], x[1], Reduction::Mean, -100, 0.1); }));
+  add_row(row("nll_loss", {floating({4, 5}, -3.0, -0.1), index({4}, 5), constant({5}, 0.5, 2.0)},
+              [](const V& x) { return nll_loss(x[0], x[1], Reduction::Mean, -100, x[2]); }));
+  add_row(row("mse_loss", {floating(m), constant(m)}, [](const V& x) { return mse_loss(x[0], x[1]); }));
+  add_row(row("l1_loss", {floating(m), constant(m)}, [](const V& x) { return l1_loss(x[0], x[1], Reduction::Sum); }));
+  add_row(row("smooth_l1_loss", {floating(m), constant(m)},
+              [](const V& x) { return smooth_l1_loss(x[0], x[1], Reduction::None, 0.5); }));
+  add_row(row("huber_loss", {floating(m), constant(m)},
+              [](const V& x) { return huber_loss(x[0], x[1], Reduction::Mean, 0.7); }));
+  add_row(row("binary_cross_entropy", {floating(m, 0.05, 0.95), constant(m, 0.0, 1.0)},
+              [](const V& x) { return binary_cross_entropy(x[0], x[1]); }));
+  add_row(row("binary_cross_entropy_with_logits", {floating(m), constant(m, 0.0, 1.0), constant({4}, 0.5, 2.0)},
+              [](const V& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::Mean, Tensor(), x[2]); }));
+
+  // --- indexing, joining, views ---
+  add_row(row("index_select", {floating({4, 3}), index({5}, 4)}, [](const V& x) { return index_select(x[0], 0, x[1]); }) |
+          integers_too);
+  add_row(row("gather", {floating({3, 4}), index({3, 2}, 4)}, [](const V& x) { return gather(x[0], 1, x[1]); }) |
+          integers_too);
+  add_row(row("cat", {floating({2, 3}), floating({4, 3})}, [](const V& x) { return cat({x[0], x[1]}, 0); }) |
+          integers_too);
+  add_row(row("stack", {floating(m), floating(m)}, [](const V& x) { return stack({x[0], x[1]}, 1); }) | integers_too);
+  add_row(row("chunk", {floating({3, 5})}, [](const V& x) {
+            const std::vector<Tensor> parts = chunk(x[0], 2, 1);  // widths 3 and 2
+            return cat({parts[1] * 2.0, parts[0]}, 1);
+          }) | integers_too);
+  add_row(row("split", {floating({5, 2})}, [](const V& x) {
+            const std::vector<Tensor> parts = split(x[0], Shape{1, 4}, 0);
+            return cat({parts[1], parts[0] * 3.0}, 0);
+          }) | integers_too);
+  add_row(row("tril", {floating({4, 4})}, [](const V& x) { return tril(x[0], -1); }) | integers_too);
+  add_row(row("triu", {floating({3, 5})}, [](const V& x) { return triu(x[0], 1); }) | integers_too);
+  add_row(row("pad", {floating({2, 3, 4})}, [](const V& x) { return pad(x[0], {1, 2}, PadMode::Constant, 0.5); }) |
+          integers_too);
+  add_row(variant("pad", "reflect", {floating({2, 3, 4})}, [](const V& x) { return pad(x[0], {2, 1}, PadMode::Reflect); }) |
+          integers_too);
+
+  // --- convolution, pooling, normalisation, dropout ---
+  add_row(row("conv2d", {floating({2, 3, 6, 5}), floating({4, 3, 3, 3}), floating({4})},
+              [](const V& x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 1}); }) |
+          accumulates);
+  add_row(row("max_pool2d", {floating({2, 2, 6, 5})}, [](const V& x) { return max_pool2d(x[0], {2, 2}, {2, 2}, {1, 0}); }));
+  add_row(row("avg_pool2d", {floating({2, 2, 6, 5})},
+              [](const V& x) { return avg_pool2d(x[0], {3, 2}, {2, 1}, {1, 1}, false); }));
+  add_row(row("adaptive_avg_pool2d", {floating({2, 2, 6, 5})}, [](const V& x) { return adaptive_avg_pool2d(x[0], {3, 2}); }));
+  add_row(row("batch_norm", {floating({4, 3, 2, 2}), floating({3}, 0.5, 1.5), floating({3})}, [](const V& x) {
+            const Tensor running_mean = zeros({3}, x[0].dtype()), running_var = ones({3}, x[0].dtype());
+            return batch_norm(x[0], running_mean, running_var, x[1], x[2], true, 0.1, 1e-5, false);
+          }));
+  add_row(row("layer_norm", {floating({2, 3, 4}), floating({4}, 0.5, 1.5), floating({4})},
+              [](const V& x) { return layer_norm(x[0], {4}, x[1], x[2]); }));
+  add_row(row("dropout", {floating({4, 6})}, [](const V& x) { return seeded_dropout(x[0]); }));
+
+  // --- transformer building blocks ---
+  add_row(row("embedding", {floating({6, 3}), index({2, 4}, 6)}, [](const V& x) { return embedding(x[0], x[1]); }));
+  add_row(row("causal_mask", {}, [](const V&) { return causal_mask(4); }) | no_gradient);
+  add_row(row("scaled_dot_product_attention", {floating({2, 3, 4}), floating({2, 5, 4}), floating({2, 5, 3})},
+              [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "causal", {floating({2, 4, 3}), floating({2, 4, 3}), floating({2, 4, 3})},
+                  [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "boolean mask", {floating({2, 4, 3}), floating({2, 4, 3}),
+                                                                    floating({2, 4, 3}), mask({4, 4})},
+                  [](const V& x) {
+                    // every query keeps its own key, so no row of the mask is empty
+                    const Tensor keep = maximum(x[3], triu(causal_mask(4)));
+                    return scaled_dot_product_attention(x[0], x[1], x[2], false, keep);
+                  }) |
+          accumulates);
+  return t;
+}
+
+}  // namespace
+
+// --- the checks' shared steps ---
+
+namespace {
+
+struct Result {
+  std::vector<double> out;
+  std::vector<std::vector<double>> grads;  // per input; empty where none
+};
+
+// The row's forward, and with `upstream` (float64, of the output's shape) the gradients of
+// sum(out * upstream) with respect to each differentiable input.
+Result run(const OpRow& r, const std::vector<Tensor>& inputs, const Tensor& upstream) {
+  const Tensor out = r.fn(inputs);
+  Result result{values(out.cpu()), {}};
+  if (!r.differentiable) return result;
+  sum(out * upstream.to(out.dtype()).to(out.device())).backward();
+  for (const Tensor& in : inputs)
+    result.grads.push_back(in.requires_grad() && in.grad().defined() ? values(in.grad().cpu()) : std::vector<double>{});
+  return result;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << ", element " << i;
+      continue;
+    }
+    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
+        << what << ", element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+void expect_same_result(const Result& got, const Result& want, double tol) {
+  expect_close(got.out, want.out, tol, "output");
+  ASSERT_EQ(got.grads.size(), want.grads.size());
+  for (size_t i = 0; i < got.grads.size(); ++i)
+    expect_close(got.grads[i], want.grads[i], tol, "gradient of input " + std::to_string(i));
+}
+
+}  // namespace
+
+std::string op_label(const OpRow& r) { return r.variant.empty() ? r.op : r.op + " (" + r.variant + ")"; }
+
+uint64_t op_table_seed(size_t row) { return 1000 + row; }
+
+// The row's inputs in float64, from a seed of their own per row: the reference values every
+// column rounds from.
+std::vector<Tensor> make_op_inputs(const OpRow& r, uint64_t seed) {
+  manual_seed(seed);
+  std::vector<Tensor> inputs;
+  for (const OpInput& in : r.inputs) {
+    switch (in.kind) {
+      case OpInput::Kind::Floating: inputs.push_back(rand(in.shape, kFloat64) * (in.hi - in.lo) + in.lo); break;
+      case OpInput::Kind::Index: inputs.push_back(randint(0, in.high, in.shape)); break;
+      case OpInput::Kind::Mask: inputs.push_back(rand(in.shape) < 0.5); break;
+    }
+  }
+  return inputs;
+}
+
+// The inputs in `dtype` on `device`: floating ones converted (differentiable ones made leaves
+// that require grad), the others as they are.
+std::vector<Tensor> op_inputs_as(const OpRow& r, const std::vector<Tensor>& base, DType dtype, Device device) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < base.size(); ++i) {
+    Tensor t = base[i].to(device);
+    if (r.inputs[i].kind == OpInput::Kind::Floating) {
+      t = t.to(dtype).detach();
+      if (r.differentiable && !r.inputs[i].constant) t.requires_grad_();
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// One column of the table against the float64 column: same values, same upstream gradient.
+void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device device, double tol) {
+  const std::vector<Tensor> base = make_op_inputs(r, seed);
+  const Tensor probe = r.fn(op_inputs_as(r, base, kFloat64, kCPU));
+  const Tensor upstream = randn(probe.shape(), kFloat64);
+  const Result reference = run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream);
+  const Result column = run(r, op_inputs_as(r, base, dtype, device), upstream);
+  expect_same_result(column, reference, tol);
+}
+
+
+const std::vector<OpRow>& op_table() {
+  static const std::vector<OpRow> table = make_table();
+  return table;
+}
+
+const std::vector<OpExemption>& op_table_exemptions() {
+  static const std::vector<OpExemption> exemptions = {
+      {"fingerprint", "returns a uint64 checksum, not a tensor; tests/test_checkpoint.cpp and test_cuda.cpp pin it"},
+      {"check_window_options", "an argument check the pooling layers share, not an op"},
+      {"check_batch_norm_options", "an argument check the batch-norm layers share, not an op"},
+  };
+  return exemptions;
+}
+
+}  // namespace ember::testutil

@@ -1,0 +1,83 @@
+#pragma once
+// Note [The op table]
+// One row per op of core/ops.h (or several, one per shape class or variant): how to make its
+// inputs, how to call it, and what it promises. tests/test_op_table.cpp runs every row through
+// the same checks, so a new op gets them all from one row:
+//   - gradcheck in float64 (rows that are differentiable),
+//   - each further dtype column against float64: the same values rounded to the column's dtype,
+//     the forward and the gradients within the column's tolerance (float32 today; the reduced
+//     precision dtypes become columns here, not new test files),
+//   - CUDA against the CPU in float32 (skipped without a GPU),
+//   - the error for integer inputs, naming the op, for ops that compute only in floating point,
+//   - completeness: every op declared in core/ops.h has a row or an exemption with its reason.
+// The hand-written tests of each family stay where they are (values at known points, PyTorch
+// parity fixtures, the op's own bad-argument errors); the table adds what is the same for all.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::testutil {
+
+// How one input of a row is made. Floating inputs take the dtype under test; the others keep
+// their own.
+struct OpInput {
+  enum class Kind {
+    Floating,  // uniform in [lo, hi), differentiable unless `constant`
+    Index,     // int64 in [0, high)
+    Mask,      // uint8, each element 1 with probability 1/2
+  };
+  Kind kind = Kind::Floating;
+  Shape shape;
+  double lo = -2.0, hi = 2.0;
+  int64_t high = 0;
+  bool constant = false;  // a floating input that is not differentiated (a target, a label)
+};
+
+inline OpInput floating(Shape shape, double lo = -2.0, double hi = 2.0) {
+  return {OpInput::Kind::Floating, std::move(shape), lo, hi, 0, false};
+}
+inline OpInput constant(Shape shape, double lo = -2.0, double hi = 2.0) {
+  return {OpInput::Kind::Floating, std::move(shape), lo, hi, 0, true};
+}
+inline OpInput index(Shape shape, int64_t high) { return {OpInput::Kind::Index, std::move(shape), 0, 0, high, true}; }
+inline OpInput mask(Shape shape) { return {OpInput::Kind::Mask, std::move(shape), 0, 0, 0, true}; }
+
+using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct OpRow {
+  std::string op;       // its name in core/ops.h
+  std::string variant;  // what this row exercises, when an op has several rows
+  std::vector<OpInput> inputs;
+  OpFn fn;
+  bool differentiable = true;
+  // Integer floating-kind inputs are refused with "[<op>] ..." (false: the op computes on
+  // integers too, like add or cat).
+  bool floating_only = true;
+  double float32_tolerance = 1e-4;  // relative to 1 + |float64 value|
+};
+
+const std::vector<OpRow>& op_table();
+std::string op_label(const OpRow& r);  // "op (variant)"
+uint64_t op_table_seed(size_t row);    // the seed of row `row`'s inputs
+
+// The row's inputs in float64 (the values every column rounds from), and those inputs converted
+// for one column: floating ones to `dtype` (leaves that require grad where differentiated), all
+// on `device`.
+std::vector<Tensor> make_op_inputs(const OpRow& r, uint64_t seed);
+std::vector<Tensor> op_inputs_as(const OpRow& r, const std::vector<Tensor>& base, DType dtype, Device device);
+
+// Runs the row in `dtype` on `device` and in float64 on the CPU from the same values, and expects
+// the outputs and the gradients of sum(out * upstream) (one random float64 upstream for both)
+// within tol * (1 + |float64 value|).
+void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device device, double tol);
+
+// Names declared in core/ops.h that are not ops a row could drive, each with the reason.
+struct OpExemption {
+  std::string name, reason;
+};
+const std::vector<OpExemption>& op_table_exemptions();
+
+}  // namespace ember::testutil

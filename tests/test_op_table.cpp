@@ -1,0 +1,97 @@
+// The checks every row of the op table gets on the CPU (Note [The op table] in op_table.h); the
+// CUDA column is Cuda.OpTableMatchesCpu in test_cuda.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd/gradcheck.h"
+#include "core/generator.h"
+#include "core/ops.h"
+#include "tests/op_table.h"
+#include "tests/test_helpers.h"
+
+using namespace ember;
+using testutil::OpInput;
+using testutil::OpRow;
+
+namespace {
+
+TEST(OpTable, GradcheckInFloat64) {
+  const auto& table = testutil::op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const OpRow& r = table[i];
+    if (!r.differentiable) continue;
+    SCOPED_TRACE(testutil::op_label(r));
+    const std::vector<Tensor> inputs = testutil::op_inputs_as(r, testutil::make_op_inputs(r, testutil::op_table_seed(i)), kFloat64, kCPU);
+    EXPECT_GRADCHECK(r.fn, inputs);
+  }
+}
+
+TEST(OpTable, Float32MatchesFloat64) {
+  const auto& table = testutil::op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(testutil::op_label(table[i]));
+    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCPU, table[i].float32_tolerance);
+  }
+}
+
+// An op that computes only in floating point refuses integer tensors, naming itself.
+TEST(OpTable, IntegerInputsAreRefusedByName) {
+  const auto& table = testutil::op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const OpRow& r = table[i];
+    if (!r.floating_only || r.inputs.empty()) continue;
+    SCOPED_TRACE(testutil::op_label(r));
+    std::vector<Tensor> inputs = testutil::make_op_inputs(r, testutil::op_table_seed(i));
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (r.inputs[k].kind == OpInput::Kind::Floating) inputs[k] = (inputs[k] * 3.0).to(kInt64);
+    testutil::expect_error([&] { r.fn(inputs); }, "[" + r.op + "]");
+    const std::string message = testutil::error_of([&] { r.fn(inputs); });
+    EXPECT_NE(message.find("int64"), std::string::npos) << message;
+  }
+}
+
+// The names core/ops.h declares as functions (operators aside), read from the header itself.
+std::set<std::string> declared_ops() {
+  std::ifstream header(EMBER_SOURCE_DIR "/core/ops.h");
+  EXPECT_TRUE(header) << "cannot read core/ops.h";
+  const std::regex declaration(R"(^[A-Za-z_][\w:<>, ]*?\b([a-z_][a-z0-9_]*)\()");
+  std::set<std::string> names;
+  std::string line;
+  while (std::getline(header, line)) {
+    std::smatch m;
+    if (line.rfind("//", 0) == 0 || line.find("operator") != std::string::npos) continue;
+    if (line.rfind("namespace", 0) == 0 || line.rfind("using", 0) == 0 || line.rfind("#", 0) == 0) continue;
+    if (std::regex_search(line, m, declaration)) names.insert(m[1]);
+  }
+  return names;
+}
+
+TEST(OpTable, EveryDeclaredOpHasARow) {
+  std::set<std::string> covered;
+  for (const OpRow& r : testutil::op_table()) covered.insert(r.op);
+  for (const auto& e : testutil::op_table_exemptions()) {
+    EXPECT_FALSE(e.reason.empty()) << e.name;
+    covered.insert(e.name);
+  }
+  const std::set<std::string> declared = declared_ops();
+  EXPECT_GT(declared.size(), 60u) << "the header's declarations were not found";
+  std::vector<std::string> missing;
+  for (const std::string& name : declared)
+    if (!covered.count(name)) missing.push_back(name);
+  std::ostringstream list;
+  for (const std::string& name : missing) list << " " << name;
+  EXPECT_TRUE(missing.empty()) << "ops declared in core/ops.h without a row in tests/op_table.cpp (or an "
+                                  "exemption with its reason):"
+                               << list.str();
+  for (const std::string& name : covered)
+    EXPECT_TRUE(declared.count(name)) << name << " has a row but core/ops.h declares no such op";
+}
+
+}  // namespace
