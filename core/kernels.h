@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernel_bodies/host_device.h"
 #include "core/optimizer_step.h"
 #include "core/tensor.h"
@@ -82,28 +83,8 @@ bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
   return true;
 }
 
-enum class UnaryOp {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu,
-  Silu,        // x * sigmoid(x)
-  PowScalar,   // x ^ a
-  Clamp,       // min(max(x, a), b)
-  InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
-  LeakyRelu,   // x > 0 ? x : a * x
-  AffineScalar // a * x + b (scalar add/mul/sub/div without a 0-d tensor)
-};
-
-enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow,
-  Maximum, Minimum,  // a NaN in either operand wins, as in PyTorch
-  // Activation backwards, x the upstream gradient (Note [Activation backwards in one pass]):
-  ReluGrad,          // x where y > 0 or y is NaN, else 0; y relu's output
-  SigmoidGrad,       // x * y * (1 - y); y sigmoid's output
-  TanhGrad,          // x * (1 - y * y); y tanh's output
-  SiluGrad,          // x * s * (1 + y * (1 - s)) with s = sigmoid(y); y silu's input
-  GeluGrad,          // x * (Phi(y) + y * phi(y)); y gelu's input, Phi and phi the normal cdf and pdf
-  Eq, Ne, Lt, Le, Gt, Ge
-};
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+// UnaryOp and BinaryOp, the elementwise ops, are declared with their math in
+// core/kernel_bodies/elementwise_math.h.
 
 enum class ReduceOp { Sum, Mean, Max, Min };
 

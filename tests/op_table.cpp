@@ -42,6 +42,11 @@ OpRow accumulates(OpRow r) {
   return r;
 }
 
+OpRow with_reference(OpRow r, OpFn reference) {
+  r.reference = std::move(reference);
+  return r;
+}
+
 // A fixed seed inside the call, so that gradcheck's repeated calls and every dtype column see
 // the same dropout mask.
 Tensor seeded_dropout(const Tensor& x) {
@@ -81,12 +86,16 @@ std::vector<OpRow> make_table() {
   add_row(variant("clamp", "tensor bounds", {floating(m), floating({4}, -2.0, -0.5), floating({3, 1}, 0.5, 2.0)},
                   [](const V& x) { return clamp(x[0], x[1], x[2]); }) |
           integers_too);
-  add_row(row("relu", {floating({8})}, [](const V& x) { return relu(x[0]); }));
+  add_row(with_reference(row("relu", {floating({8})}, [](const V& x) { return relu(x[0]); }),
+                         [](const V& x) { return maximum(x[0], zeros_like(x[0])); }));
   add_row(row("leaky_relu", {floating({8})}, [](const V& x) { return leaky_relu(x[0], 0.2); }));
-  add_row(row("sigmoid", {floating(m)}, [](const V& x) { return sigmoid(x[0]); }));
-  add_row(row("tanh", {floating(m)}, [](const V& x) { return tanh(x[0]); }));
+  add_row(with_reference(row("sigmoid", {floating(m)}, [](const V& x) { return sigmoid(x[0]); }),
+                         [](const V& x) { return 1.0 / (1.0 + exp(-x[0])); }));
+  add_row(with_reference(row("tanh", {floating(m)}, [](const V& x) { return tanh(x[0]); }),
+                         [](const V& x) { return 1.0 - 2.0 / (exp(2.0 * x[0]) + 1.0); }));
   add_row(row("gelu", {floating(m)}, [](const V& x) { return gelu(x[0]); }));
-  add_row(row("silu", {floating(m)}, [](const V& x) { return silu(x[0]); }));
+  add_row(with_reference(row("silu", {floating(m)}, [](const V& x) { return silu(x[0]); }),
+                         [](const V& x) { return x[0] * sigmoid(x[0]); }));
   add_row(row("where", {mask(m), floating(m), floating({4})}, [](const V& x) { return where(x[0], x[1], x[2]); }) |
           integers_too);
   add_row(row("masked_fill", {floating(m), mask({4})}, [](const V& x) { return masked_fill(x[0], x[1], -3.0); }) |
@@ -112,10 +121,17 @@ std::vector<OpRow> make_table() {
   add_row(row("min", {floating(m)}, [](const V& x) { return min(x[0]); }) | integers_too);
   add_row(variant("min", "dims", {floating(m)}, [](const V& x) { return min(x[0], {0}, true); }) | integers_too);
   add_row(row("argmax", {floating(m)}, [](const V& x) { return argmax(x[0], 1); }) | no_gradient | integers_too);
-  add_row(row("var", {floating({4, 5})}, [](const V& x) { return var(x[0], {1}); }));
+  add_row(with_reference(row("var", {floating({4, 5})}, [](const V& x) { return var(x[0], {1}); }), [](const V& x) {
+    const Tensor d = x[0] - mean(x[0], {1}, true);
+    return sum(d * d, {1}) / 4.0;
+  }));
   add_row(row("stddev", {floating({4, 5})}, [](const V& x) { return stddev(x[0], {0}, 0, true); }));
-  add_row(row("softmax", {floating(m)}, [](const V& x) { return softmax(x[0], 1); }));
-  add_row(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }));
+  add_row(with_reference(row("softmax", {floating(m)}, [](const V& x) { return softmax(x[0], 1); }), [](const V& x) {
+    const Tensor e = exp(x[0]);
+    return e / sum(e, {1}, true);
+  }));
+  add_row(with_reference(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }),
+                         [](const V& x) { return x[0] - log(sum(exp(x[0]), {0}, true)); }));
   add_row(row("sum_to", {floating({2, 3, 4})}, [](const V& x) { return sum_to(x[0], {3, 1}); }) | integers_too);
   add_row(row("cumsum", {floating({3, 5})}, [](const V& x) { return cumsum(x[0], 1); }) | integers_too);
   add_row(row("sort", {floating({3, 5})}, [](const V& x) { return sort(x[0], 1).values; }) | integers_too);
@@ -137,11 +153,17 @@ std::vector<OpRow> make_table() {
           accumulates);
 
   // --- losses (targets are constants) ---
-  add_row(row("cross_entropy", {floating({4, 5}), index({4}, 5)},
-              [](const V& x) { return cross_entropy(x[0], x[1], Reduction::Mean, -100, 0.1); }));
+  add_row(with_reference(row("cross_entropy", {floating({4, 5}), index({4}, 5)},
+                             [](const V& x) { return cross_entropy(x[0], x[1], Reduction::Mean, -100, 0.1); }),
+                         [](const V& x) {  // smoothed targets: 0.9 on the class, 0.1 spread over all 5
+                           const Tensor logp = log_softmax(x[0], 1);
+                           const Tensor picked = gather(logp, 1, x[1].reshape({4, 1}));
+                           return -(mean(picked) * 0.9 + mean(logp) * 0.1);
+                         }));
   add_row(row("nll_loss", {floating({4, 5}, -3.0, -0.1), index({4}, 5), constant({5}, 0.5, 2.0)},
               [](const V& x) { return nll_loss(x[0], x[1], Reduction::Mean, -100, x[2]); }));
-  add_row(row("mse_loss", {floating(m), constant(m)}, [](const V& x) { return mse_loss(x[0], x[1]); }));
+  add_row(with_reference(row("mse_loss", {floating(m), constant(m)}, [](const V& x) { return mse_loss(x[0], x[1]); }),
+                         [](const V& x) { return mean((x[0] - x[1]) * (x[0] - x[1])); }));
   add_row(row("l1_loss", {floating(m), constant(m)}, [](const V& x) { return l1_loss(x[0], x[1], Reduction::Sum); }));
   add_row(row("smooth_l1_loss", {floating(m), constant(m)},
               [](const V& x) { return smooth_l1_loss(x[0], x[1], Reduction::None, 0.5); }));
@@ -149,8 +171,13 @@ std::vector<OpRow> make_table() {
               [](const V& x) { return huber_loss(x[0], x[1], Reduction::Mean, 0.7); }));
   add_row(row("binary_cross_entropy", {floating(m, 0.05, 0.95), constant(m, 0.0, 1.0)},
               [](const V& x) { return binary_cross_entropy(x[0], x[1]); }));
-  add_row(row("binary_cross_entropy_with_logits", {floating(m), constant(m, 0.0, 1.0), constant({4}, 0.5, 2.0)},
-              [](const V& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::Mean, Tensor(), x[2]); }));
+  add_row(with_reference(
+      row("binary_cross_entropy_with_logits", {floating(m), constant(m, 0.0, 1.0), constant({4}, 0.5, 2.0)},
+          [](const V& x) { return binary_cross_entropy_with_logits(x[0], x[1], Reduction::Mean, Tensor(), x[2]); }),
+      [](const V& x) {  // -(pos_weight t log s + (1 - t) log(1 - s))
+        const Tensor s = sigmoid(x[0]);
+        return -mean(x[2] * x[1] * log(s) + (1.0 - x[1]) * log(1.0 - s));
+      }));
 
   // --- indexing, joining, views ---
   add_row(row("index_select", {floating({4, 3}), index({5}, 4)}, [](const V& x) { return index_select(x[0], 0, x[1]); }) |
@@ -187,8 +214,12 @@ std::vector<OpRow> make_table() {
             const Tensor running_mean = zeros({3}, x[0].dtype()), running_var = ones({3}, x[0].dtype());
             return batch_norm(x[0], running_mean, running_var, x[1], x[2], true, 0.1, 1e-5, false);
           }));
-  add_row(row("layer_norm", {floating({2, 3, 4}), floating({4}, 0.5, 1.5), floating({4})},
-              [](const V& x) { return layer_norm(x[0], {4}, x[1], x[2]); }));
+  add_row(with_reference(row("layer_norm", {floating({2, 3, 4}), floating({4}, 0.5, 1.5), floating({4})},
+                             [](const V& x) { return layer_norm(x[0], {4}, x[1], x[2]); }),
+                         [](const V& x) {
+                           const Tensor d = x[0] - mean(x[0], {2}, true);
+                           return d * rsqrt(mean(d * d, {2}, true) + 1e-5) * x[1] + x[2];
+                         }));
   add_row(row("dropout", {floating({4, 6})}, [](const V& x) { return seeded_dropout(x[0]); }));
 
   // --- transformer building blocks ---
@@ -299,6 +330,15 @@ void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device dev
   expect_same_result(column, reference, tol);
 }
 
+
+void compare_with_reference(const OpRow& r, uint64_t seed, double tol) {
+  const std::vector<Tensor> base = make_op_inputs(r, seed);
+  const Tensor upstream = randn(r.fn(op_inputs_as(r, base, kFloat64, kCPU)).shape(), kFloat64);
+  OpRow composed = r;
+  composed.fn = r.reference;
+  expect_same_result(run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream),
+                     run(composed, op_inputs_as(r, base, kFloat64, kCPU), upstream), tol);
+}
 
 const std::vector<OpRow>& op_table() {
   static const std::vector<OpRow> table = make_table();

@@ -8,6 +8,7 @@
 //     the forward and the gradients within the column's tolerance (float32 today; the reduced
 //     precision dtypes become columns here, not new test files),
 //   - CUDA against the CPU in float32 (skipped without a GPU),
+//   - a composed-ops reference where a row has one: forward and gradients in float64,
 //   - the error for integer inputs, naming the op, for ops that compute only in floating point,
 //   - completeness: every op declared in core/ops.h has a row or an exemption with its reason.
 // The hand-written tests of each family stay where they are (values at known points, PyTorch
@@ -57,6 +58,9 @@ struct OpRow {
   // integers too, like add or cat).
   bool floating_only = true;
   double float32_tolerance = 1e-4;  // relative to 1 + |float64 value|
+  // The same function composed of other ops (optional): the row's forward and gradients must
+  // match it in float64, so a fused kernel is checked against the formula it fuses.
+  OpFn reference;
 };
 
 const std::vector<OpRow>& op_table();
@@ -73,6 +77,8 @@ std::vector<Tensor> op_inputs_as(const OpRow& r, const std::vector<Tensor>& base
 // the outputs and the gradients of sum(out * upstream) (one random float64 upstream for both)
 // within tol * (1 + |float64 value|).
 void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device device, double tol);
+// The row against its reference, both in float64 on the CPU, within `tol`.
+void compare_with_reference(const OpRow& r, uint64_t seed, double tol);
 
 // Names declared in core/ops.h that are not ops a row could drive, each with the reason.
 struct OpExemption {

@@ -41,6 +41,18 @@ TEST(OpTable, Float32MatchesFloat64) {
   }
 }
 
+TEST(OpTable, MatchesItsComposedReference) {
+  const auto& table = testutil::op_table();
+  int with_reference = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (!table[i].reference) continue;
+    SCOPED_TRACE(testutil::op_label(table[i]));
+    testutil::compare_with_reference(table[i], testutil::op_table_seed(i), 1e-12);
+    ++with_reference;
+  }
+  EXPECT_GE(with_reference, 10);
+}
+
 // An op that computes only in floating point refuses integer tensors, naming itself.
 TEST(OpTable, IntegerInputsAreRefusedByName) {
   const auto& table = testutil::op_table();

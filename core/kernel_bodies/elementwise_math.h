@@ -20,7 +20,36 @@
 #include <type_traits>
 
 #include "core/kernel_bodies/host_device.h"
-#include "core/kernels.h"
+
+namespace ember::kernels {
+
+// The ops the kernel table's unary and binary slots compute (kernels::unary, kernels::binary).
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu,
+  Silu,        // x * sigmoid(x)
+  PowScalar,   // x ^ a
+  Clamp,       // min(max(x, a), b)
+  InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
+  LeakyRelu,   // x > 0 ? x : a * x
+  AffineScalar, // a * x + b (scalar add/mul/sub/div without a 0-d tensor)
+  Count         // not an op: how many there are (the tests walk them all)
+};
+
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Pow,
+  Maximum, Minimum,  // a NaN in either operand wins, as in PyTorch
+  // Activation backwards, x the upstream gradient (Note [Activation backwards in one pass]):
+  ReluGrad,          // x where y > 0 or y is NaN, else 0; y relu's output
+  SigmoidGrad,       // x * y * (1 - y); y sigmoid's output
+  TanhGrad,          // x * (1 - y * y); y tanh's output
+  SiluGrad,          // x * s * (1 + y * (1 - s)) with s = sigmoid(y); y silu's input
+  GeluGrad,          // x * (Phi(y) + y * phi(y)); y gelu's input, Phi and phi the normal cdf and pdf
+  Eq, Ne, Lt, Le, Gt, Ge,  // comparisons last: is_comparison
+  Count                    // not an op: how many there are
+};
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op < BinaryOp::Count; }
+
+}  // namespace ember::kernels
 
 namespace ember::math {
 
@@ -125,6 +154,7 @@ bool visit_unary(UnaryOp op, Fn&& fn) {
     case UnaryOp::InRange: fn.template operator()<UnaryOp::InRange>(); return true;
     case UnaryOp::LeakyRelu: fn.template operator()<UnaryOp::LeakyRelu>(); return true;
     case UnaryOp::AffineScalar: fn.template operator()<UnaryOp::AffineScalar>(); return true;
+    case UnaryOp::Count: break;
   }
   return false;
 }
@@ -150,6 +180,7 @@ bool visit_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::Le: fn.template operator()<BinaryOp::Le>(); return true;
     case BinaryOp::Gt: fn.template operator()<BinaryOp::Gt>(); return true;
     case BinaryOp::Ge: fn.template operator()<BinaryOp::Ge>(); return true;
+    case BinaryOp::Count: break;
   }
   return false;
 }
