@@ -19,7 +19,6 @@
 #include "core/check.h"
 #include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernel_bodies/host_device.h"
-#include "core/optimizer_step.h"
 #include "core/tensor.h"
 
 namespace ember::kernels {
@@ -281,11 +280,6 @@ using SortFn = void(const Tensor& x, int64_t outer, int64_t n, int64_t inner, in
 // front or (reverse) from the back; floats add in double
 using CumsumFn = void(const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse, const Tensor& out);
 
-// Updates every parameter of `params` and its state in place by `rule` (Note [Multi-tensor
-// optimizer updates] in core/optimizer_step.h); fused_optimizer_step's contract holds: all
-// contiguous, one floating dtype and device, grads and state shaped like their parameters.
-using OptimizerStepFn = void(const OptimizerRule& rule, const std::vector<FusedParam>& params);
-
 // x in any layout: fingerprint::finish of the sums of fingerprint::add_element over its elements
 // (Note [Tensor fingerprints]); the same 64 bits on every device
 using FingerprintFn = uint64_t(const Tensor& x);
@@ -331,6 +325,5 @@ inline Kernel<EmbeddingBwdFn> embedding_backward{"embedding_backward"};
 inline Kernel<SortFn> sort{"sort"};
 inline Kernel<CumsumFn> cumsum{"cumsum"};
 inline Kernel<FingerprintFn> fingerprint{"fingerprint"};
-inline Kernel<OptimizerStepFn> optimizer_step{"optimizer_step"};
 
 }  // namespace ember::kernels

@@ -7,7 +7,7 @@
 //   - optim/ gathers, per parameter group, the parameters whose grad is defined into batches of
 //     one device and dtype, creates their state and counts their steps as before, and calls
 //     fused_optimizer_step once per batch with the group's rule (its hyper-parameters);
-//   - the kernel (optimizer_step in core/kernels.h) sees a table of (param, grad, state...)
+//   - the kernel (kernels::optimizer_step, declared below) sees a table of (param, grad, state...)
 //     pointers. The CPU runs one OpenMP loop over equal chunks of all the batch's elements, a
 //     chunk running across parameter boundaries (core/cpu/optimizer_step.cpp); CUDA uploads the
 //     table once and runs one launch, a block per piece of a parameter (cuda/optimizer_step.cu);
@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/kernels.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -68,6 +69,14 @@ struct FusedParam {
 // elements. All tensors contiguous, of one floating dtype and device; each grad and state tensor
 // of its parameter's shape. Runs under NoGradGuard, as every optimizer step.
 void fused_optimizer_step(const OptimizerRule& rule, const std::vector<FusedParam>& params);
+
+namespace kernels {
+// The kernel slot of fused_optimizer_step, declared here rather than in core/kernels.h so that
+// only the optimizer code sees the rules. The contract of fused_optimizer_step holds: all
+// contiguous, one floating dtype and device, grads and state shaped like their parameters.
+using OptimizerStepFn = void(const OptimizerRule& rule, const std::vector<FusedParam>& params);
+inline Kernel<OptimizerStepFn> optimizer_step{"optimizer_step"};
+}  // namespace kernels
 
 // Whether `like` (a grad or a state tensor) lets `param` take fused_optimizer_step: both
 // contiguous, of param's shape, floating dtype and device, on a device with the kernel.
