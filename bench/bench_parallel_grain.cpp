@@ -1,5 +1,5 @@
 // What waking the OpenMP team costs against what it saves, the measurement behind
-// Note [The parallel grain] in core/cpu/loops.h: an affine pass y = 2x + 1 over n floats on the
+// Note [The parallel grain] in core/cpu/parallel.h: an affine pass y = 2x + 1 over n floats on the
 // calling thread and over the team, after a pause in which the team's threads fall asleep as
 // they do between a training step's ops (run it with OMP_WAIT_POLICY=PASSIVE, as the examples
 // run). Prints, per n, the best and the median time of each over the runs.

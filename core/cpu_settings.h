@@ -30,7 +30,7 @@ void set_gemm_backend(GemmBackend backend);
 GemmBackend gemm_backend();
 bool has_onednn();  // built with oneDNN
 
-// --- the vector instructions of ember's own CPU loops (Note [SIMD dispatch] in core/cpu/loops.h) ---
+// --- the vector instructions of ember's own CPU loops (Note [SIMD dispatch] in core/cpu/simd_dispatch.h) ---
 // By default the widest the CPU has: AVX-512 (F, VL, BW and DQ), else AVX2 with FMA, else the
 // build's baseline (SSE2 on x86-64, the only level elsewhere). set_simd_level picks a narrower
 // one (to compare them, or where 512-bit vectors slow the clock); a level the CPU lacks fails.

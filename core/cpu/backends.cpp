@@ -1,6 +1,6 @@
 // Which library runs a CPU convolution and a float product: ember's im2col reference or oneDNN
 // for the one, OpenBLAS or oneDNN for the other (core/ops.h); and which vector instructions
-// ember's own loops use (Note [SIMD dispatch] in core/cpu/loops.h). Each choice starts from its
+// ember's own loops use (Note [SIMD dispatch] in core/cpu/simd_dispatch.h). Each choice starts from its
 // environment variable, else oneDNN where it was built in (the CPU's widest level for the loops),
 // and can be set at run time.
 //

@@ -1,7 +1,7 @@
 // CPU kernels that reduce along one axis: sum/mean/max/min and argmax (softmax and the fused
 // cross-entropy, which reduce rows too, are in softmax.cpp and cross_entropy.cpp). Inputs are
 // contiguous and seen as [outer, k, inner]. Sums run in float lanes folded into double block by
-// block (Note [Lane reductions] in loops.h), and every loop runs through simd_dispatch (Note
+// block (Note [Lane reductions] in core/cpu/lane_reductions.h), and every loop runs through simd_dispatch (Note
 // [SIMD dispatch]).
 #include <algorithm>
 #include <vector>
