@@ -63,8 +63,8 @@ TEST(OpTable, IntegerInputsAreRefusedByName) {
     std::vector<Tensor> inputs = testutil::make_op_inputs(r, testutil::op_table_seed(i));
     for (size_t k = 0; k < inputs.size(); ++k)
       if (r.inputs[k].kind == OpInput::Kind::Floating) inputs[k] = (inputs[k] * 3.0).to(kInt64);
-    testutil::expect_error([&] { r.fn(inputs); }, "[" + r.op + "]");
     const std::string message = testutil::error_of([&] { r.fn(inputs); });
+    EXPECT_NE(message.find("[" + r.op + "]"), std::string::npos) << message;
     EXPECT_NE(message.find("int64"), std::string::npos) << message;
   }
 }

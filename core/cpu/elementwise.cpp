@@ -51,10 +51,7 @@ struct HostFunctions {
   template <class C> static C log(C v) { return vmath::log(v); }
   template <class C> static C tanh(C v) { return vmath::tanh(v); }
   template <class C> static C erf(C v) { return vmath::erf(v); }
-  template <class C> static math::ErfAndGaussian<C> erf_and_gaussian(C v) {
-    const auto both = vmath::erf_and_gaussian(v);
-    return {both.erf, both.gaussian};
-  }
+  template <class C> static math::ErfAndGaussian<C> erf_and_gaussian(C v) { return vmath::erf_and_gaussian(v); }
   template <class C> static C sqrt(C v) { return std::sqrt(v); }
   template <class C> static C abs(C v) { return std::abs(v); }
   template <class C> static C pow(C v, C e) { return std::pow(v, e); }

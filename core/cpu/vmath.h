@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/kernel_bodies/elementwise_math.h"
+
 namespace ember::cpu {
 
 // Note [Vectorisable float math]
@@ -84,14 +86,10 @@ inline float tanh(float x) {
   return std::copysign(a < 0.625f ? poly : big, x);
 }
 
-// erf(x) and e^(-x^2) together. Above |x| = 1 erf needs e^(-x^2), and gelu's derivative needs
-// the same factor (the normal density at x sqrt(2)), so one exp serves both.
-template <class F>
-struct ErfAndGaussian {
-  F erf, gaussian;  // erf(x), e^(-x^2)
-};
-
-inline ErfAndGaussian<float> erf_and_gaussian(float x) {
+// erf(x) and e^(-x^2) together (math::ErfAndGaussian, the math table's pair). Above |x| = 1 erf
+// needs e^(-x^2), and gelu's derivative needs the same factor (the normal density at x sqrt(2)),
+// so one exp serves both.
+inline math::ErfAndGaussian<float> erf_and_gaussian(float x) {
   const float a = std::abs(x), u = a * a;
   // a P(a^2) with P(0) = 2/sqrt(pi) = 1 + 0.128...: adding the exact a last keeps the rounding small
   const float poly = a + a * (0.128379166f + u * (-0.37612626f + u * (0.112836003f + u * (-0.026854448f + u * (
@@ -111,7 +109,7 @@ inline double exp(double x) { return std::exp(x); }
 inline double log(double x) { return std::log(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
-inline ErfAndGaussian<double> erf_and_gaussian(double x) { return {std::erf(x), std::exp(-x * x)}; }
+inline math::ErfAndGaussian<double> erf_and_gaussian(double x) { return {std::erf(x), std::exp(-x * x)}; }
 
 }  // namespace vmath
 

@@ -218,8 +218,10 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, Saves::Input> {
 // alive with the result at the peak of backward (1.25 activations more for relu). So each
 // activation has a BinaryOp row in the math table that takes (g, saved) and computes the whole
 // g * f'(saved) per element: the backward is one pass, and the gradient is the only new tensor.
-// The rows do the arithmetic of the composed ops in the same order. Relu's row passes the
-// gradient of a NaN output, as PyTorch does.
+// Sigmoid's, tanh's and silu's rows do the arithmetic of the composed ops they replace, in the
+// same order; gelu's takes erf and the normal density from one exp (vmath::erf_and_gaussian),
+// which agrees with the two-exp formula to rounding. Relu's row passes the gradient of a NaN
+// output, as PyTorch does.
 template <class Derived, UnaryOp Op, Saves What, BinaryOp Grad>
 struct Activation : Function<Derived> {
   using State = SavedOperand;

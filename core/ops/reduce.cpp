@@ -188,17 +188,23 @@ Tensor max(const Tensor& x) { return max(x, {}, false); }
 Tensor min(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<ReduceOp::Min>::apply(x, dims, keepdim); }
 Tensor min(const Tensor& x) { return min(x, {}, false); }
 
+namespace {
+// var's tensor and correction, checked under the name of the op the caller called (stddev is
+// sqrt of var); the dims are checked by Var itself.
+void check_var_arguments(const Tensor& x, int64_t correction, const char* op) {
+  ops::check_defined(x, op);
+  ops::check_floating(x, op);
+  EMBER_CHECK(correction >= 0, "[", op, "] correction must be >= 0, got ", correction);
+}
+}  // namespace
+
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  ops::check_defined(x, "var");
-  ops::check_floating(x, "var");
-  EMBER_CHECK(correction >= 0, "[var] correction must be >= 0, got ", correction);
+  check_var_arguments(x, correction, "var");
   return Var::apply(x, dims, correction, keepdim);
 }
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  ops::check_defined(x, "stddev");  // its own name in the errors, not var's
-  ops::check_floating(x, "stddev");
-  EMBER_CHECK(correction >= 0, "[stddev] correction must be >= 0, got ", correction);
-  return sqrt(var(x, dims, correction, keepdim));
+  check_var_arguments(x, correction, "stddev");
+  return sqrt(Var::apply(x, dims, correction, keepdim));
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
