@@ -1,6 +1,7 @@
 // bench_core: Google Benchmark timings of ember's core ops at realistic training shapes
-// (float32, CPU). Every case is named "<op>/<dims>" (e.g. "matmul/256x784x512"), and
-// bench/compare_torch.py times the same names in PyTorch, so keep the names stable.
+// (float32, and bfloat16 where the name says _bf16; CPU). Every case is named "<op>/<dims>"
+// (e.g. "matmul/256x784x512"), and bench/compare_torch.py times the same names in PyTorch, so
+// keep the names stable.
 //
 //   bench_core [--threads N] [Google Benchmark flags...]
 //
@@ -37,6 +38,9 @@
 
 namespace {
 
+using ember::DType;
+using ember::kBFloat16;
+using ember::kFloat32;
 using ember::Shape;
 using ember::Tensor;
 
@@ -115,8 +119,10 @@ constexpr double kF32 = sizeof(float);
 // ----------------------------------------------------------------------------------------------
 // matmul
 
-// out[b] = a[b] @ b[b]; `transpose_a` makes `a` a .t() view of a contiguous [k, m] tensor.
-void register_matmul(const std::string& op, int64_t batch, int64_t m, int64_t k, int64_t n, bool transpose_a) {
+// out[b] = a[b] @ b[b]; `transpose_a` makes `a` a .t() view of a contiguous [k, m] tensor. In
+// bfloat16 the operands are rounded and the check allows the output's rounding (2^-8 relative).
+void register_matmul(const std::string& op, int64_t batch, int64_t m, int64_t k, int64_t n, bool transpose_a,
+                     DType dtype = kFloat32) {
   const std::string name = op + "/" + (batch > 1 ? dims({batch, m, k, n}) : dims({m, k, n}));
   add(name, [=](benchmark::State& state) {
     run_case(state, [&]() -> Step {
@@ -128,12 +134,15 @@ void register_matmul(const std::string& op, int64_t batch, int64_t m, int64_t k,
         a = transpose_a ? ember::randn({k, m}).t() : ember::randn({m, k});
         b = ember::randn({k, n});
       }
+      a = a.to(dtype);
+      b = b.to(dtype);
       Tensor c = ember::matmul(a, b);
       check_shape(name, c, batch > 1 ? Shape{batch, m, n} : Shape{m, n});
       for (auto [bi, i, j] : {std::tuple<int64_t, int64_t, int64_t>{0, 0, 0}, {batch - 1, m - 1, n - 1},
                               {batch / 2, m / 2, n / 3}}) {
         const double got = batch > 1 ? c.at({bi, i, j}) : c.at({i, j});
-        check_close(name + (batch > 1 ? idx({bi, i, j}) : idx({i, j})), got, dot_ref(a, b, bi, i, j), 1e-4, 1e-3);
+        const double rtol = dtype == kFloat32 ? 1e-4 : 0x1p-8;
+        check_close(name + (batch > 1 ? idx({bi, i, j}) : idx({i, j})), got, dot_ref(a, b, bi, i, j), rtol, 1e-3);
       }
       return [a, b] { return ember::matmul(a, b); };
     });
@@ -397,6 +406,9 @@ void register_all() {
   register_matmul("matmul", 1, 1024, 1024, 1024, false);
   register_matmul("bmm", 32, 128, 64, 128, false);
   register_matmul("matmul_tA", 1, 512, 512, 512, true);
+  register_matmul("matmul_bf16", 1, 512, 512, 512, false, kBFloat16);
+  register_matmul("matmul_bf16", 1, 1024, 1024, 1024, false, kBFloat16);
+  register_matmul("bmm_bf16", 32, 128, 64, 128, false, kBFloat16);
   // elementwise
   register_binary("add", 4096, 1024, false, &ember::add, [](double a, double b) { return a + b; });
   register_binary("add_bias", 256, 512, true, &ember::add, [](double a, double b) { return a + b; });

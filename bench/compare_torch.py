@@ -134,6 +134,8 @@ def make_torch_cases(torch):
         "matmul": lambda m, k, n: call(torch.matmul, randn(m, k), randn(k, n)),
         "bmm": lambda b, m, k, n: call(torch.matmul, randn(b, m, k), randn(b, k, n)),
         "matmul_tA": lambda m, k, n: call(torch.matmul, randn(k, m).t(), randn(k, n)),
+        "matmul_bf16": lambda m, k, n: call(torch.matmul, randn(m, k).bfloat16(), randn(k, n).bfloat16()),
+        "bmm_bf16": lambda b, m, k, n: call(torch.matmul, randn(b, m, k).bfloat16(), randn(b, k, n).bfloat16()),
         "add": lambda r, c: call(torch.add, randn(r, c), randn(r, c)),
         "add_bias": lambda r, c: call(torch.add, randn(r, c), randn(c)),
         "mul": lambda r, c: call(torch.mul, randn(r, c), randn(r, c)),

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "core/kernel_bodies/host_device.h"
+#include "core/kernel_bodies/reduced_float.h"
 
 namespace ember {
 
@@ -37,9 +38,15 @@ EMBER_HOST_DEVICE bool fits_in_int64(F v) {
   return v >= -kTwo63 && v < kTwo63;
 }
 
+// A 16-bit float converts through float both ways (Note [Sixteen-bit floats]): from double that
+// rounds twice, as PyTorch's conversion does.
 template <class To, class From>
 EMBER_HOST_DEVICE To convert(From v) {
-  if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+  if constexpr (is_sixteen_bit_float<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_sixteen_bit_float<To>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     return static_cast<To>(saturating_int64(v));
   } else {
     return static_cast<To>(v);

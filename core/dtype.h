@@ -6,15 +6,20 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/kernel_bodies/reduced_float.h"
 
 namespace ember {
 
-enum class DType : uint8_t { Float32, Float64, Int64, UInt8 };
+// The values are stored in files (the training checkpoint): new dtypes go at the end.
+enum class DType : uint8_t { Float32, Float64, Int64, UInt8, BFloat16, Float16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;
 inline constexpr DType kInt64 = DType::Int64;
 inline constexpr DType kUInt8 = DType::UInt8;
+inline constexpr DType kBFloat16 = DType::BFloat16;
+inline constexpr DType kFloat16 = DType::Float16;
+inline constexpr DType kHalf = DType::Float16;  // PyTorch's other name for it
 
 inline size_t element_size(DType t) {
   switch (t) {
@@ -22,6 +27,8 @@ inline size_t element_size(DType t) {
     case DType::Float64: return 8;
     case DType::Int64: return 8;
     case DType::UInt8: return 1;
+    case DType::BFloat16: return 2;
+    case DType::Float16: return 2;
   }
   return 0;
 }
@@ -32,25 +39,51 @@ inline const char* dtype_name(DType t) {
     case DType::Float64: return "float64";
     case DType::Int64: return "int64";
     case DType::UInt8: return "uint8";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float16: return "float16";
   }
   return "?";
 }
 
-inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+// bfloat16 and float16 (Note [Sixteen-bit floats]).
+inline bool is_sixteen_bit(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
 
-// Type promotion for binary ops: the "wider" category wins (uint8 < int64 < float32 < float64),
-// which is what PyTorch does for tensors of the same dimension category.
+inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64 || is_sixteen_bit(t); }
+
+// Type promotion for binary ops, as PyTorch's for tensors of the same dimension category: the
+// wider category wins (uint8 < int64 < the 16-bit floats < float32 < float64), and bfloat16 with
+// float16, neither of which holds the other, meet in float32.
 inline DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (is_sixteen_bit(a) && is_sixteen_bit(b)) return DType::Float32;
   auto rank = [](DType t) {
     switch (t) {
       case DType::UInt8: return 0;
       case DType::Int64: return 1;
-      case DType::Float32: return 2;
-      case DType::Float64: return 3;
+      case DType::BFloat16: return 2;
+      case DType::Float16: return 2;
+      case DType::Float32: return 3;
+      case DType::Float64: return 4;
     }
     return 0;
   };
   return rank(a) >= rank(b) ? a : b;
+}
+
+// The limits of a floating dtype, PyTorch's torch.finfo: eps is the gap between 1 and the next
+// value, tiny the smallest normal, max the largest finite value.
+struct FloatInfo {
+  int bits;
+  double eps, tiny, max;
+};
+inline FloatInfo finfo(DType t) {
+  switch (t) {
+    case DType::Float32: return {32, 0x1p-23, 0x1p-126, 0x1.fffffep127};
+    case DType::Float64: return {64, 0x1p-52, 0x1p-1022, 0x1.fffffffffffffp1023};
+    case DType::BFloat16: return {16, 0x1p-7, 0x1p-126, 0x1.fep127};
+    case DType::Float16: return {16, 0x1p-10, 0x1p-14, 65504.0};
+    default: EMBER_FAIL("[finfo] expects a floating point dtype, got ", dtype_name(t));
+  }
 }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
@@ -60,8 +93,12 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::Float
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BFloat16; };
+template <> struct dtype_of<float16> { static constexpr DType value = DType::Float16; };
 
-// Calls fn.template operator()<T>() with the C++ type of `t`.
+// Calls fn.template operator()<T>() with the C++ type of `t`, for the dtypes kernels compute in.
+// The 16-bit floats reach a kernel only where it says it takes them (Note [Sixteen-bit floats
+// through float32] in core/kernels.h), so a dtype missing here is a kernel that forgot to.
 template <class Fn>
 decltype(auto) dispatch(DType t, Fn&& fn) {
   switch (t) {
@@ -69,8 +106,18 @@ decltype(auto) dispatch(DType t, Fn&& fn) {
     case DType::Float64: return fn.template operator()<double>();
     case DType::Int64: return fn.template operator()<int64_t>();
     case DType::UInt8: return fn.template operator()<uint8_t>();
+    default: EMBER_FAIL("[dispatch] a kernel without a ", dtype_name(t), " path was given a ", dtype_name(t), " tensor");
   }
-  EMBER_FAIL("unknown dtype");
+}
+
+// Same, for the kernels that only move or convert elements (fill, copy, printing): every dtype.
+template <class Fn>
+decltype(auto) dispatch_any(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::BFloat16: return fn.template operator()<bfloat16>();
+    case DType::Float16: return fn.template operator()<float16>();
+    default: return dispatch(t, static_cast<Fn&&>(fn));
+  }
 }
 
 // Same, for ops that only make sense on floating point (exp, matmul, softmax, ...).
@@ -79,6 +126,8 @@ decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
   switch (t) {
     case DType::Float32: return fn.template operator()<float>();
     case DType::Float64: return fn.template operator()<double>();
+    case DType::BFloat16:
+    case DType::Float16: EMBER_FAIL("[", op, "] has no ", dtype_name(t), " kernel");
     default: EMBER_FAIL("[", op, "] expects a floating point tensor, got ", dtype_name(t));
   }
 }

@@ -20,6 +20,11 @@ void detail::run_device_check(DeviceType type) {
   device_checked[static_cast<int>(type)].store(true, std::memory_order_relaxed);
 }
 
+void detail::no_sixteen_bit_kernel(const char* name, DType dtype) {
+  EMBER_FAIL("[", name, "] has no ", dtype_name(dtype), " kernel (declared without its Writes, it cannot be "
+             "staged through float32)");
+}
+
 bool backend_registered(DeviceType type) { return registered_backends[static_cast<int>(type)].load(); }
 void note_registration(DeviceType type) { registered_backends[static_cast<int>(type)].store(true); }
 

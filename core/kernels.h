@@ -4,7 +4,10 @@
 // kernel has one slot per device type; core/cpu/*.cpp fill the CPU slots and cuda/*.cu fill the
 // CUDA slots, both at start-up through static registrars. Ops (core/ops/*.cpp) never look at a
 // device: they check arguments, allocate outputs and call `kernels::name[device](args...)`.
-// An empty slot throws "[name] has no CUDA kernel (built without CUDA)".
+// An empty slot throws "[name] has no CUDA kernel (built without CUDA)". Each kernel also says
+// which of its arguments it writes (Writes{...}): with that the table gives a kernel that has no
+// bfloat16 or float16 path of its own those dtypes staged through float32 (Note [Sixteen-bit
+// floats through float32] in core/through_float32.h), so every op takes them.
 //
 // Contracts shared by all kernels: outputs are allocated by the caller (contiguous, except that
 // fill, copy, unary and binary also write through views for the in-place ops); inputs are on the
@@ -13,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <initializer_list>
 #include <cstdint>
 #include <vector>
 
@@ -38,28 +42,95 @@ inline std::atomic<bool> device_checked[kNumDeviceTypes];  // constant-initialis
 void run_device_check(DeviceType type);                    // sets device_checked when it passes
 }  // namespace detail
 
-template <class Fn>
-class Kernel {
- public:
-  constexpr explicit Kernel(const char* name) : name_(name) {}
+// Which arguments of a kernel it writes, by position: Writes{2} for unary's `out`. The table
+// needs it for Note [Sixteen-bit floats through float32].
+struct Writes {
+  constexpr Writes(std::initializer_list<int> positions) {
+    for (int p : positions) mask |= 1u << p;
+  }
+  uint32_t mask = 0;
+};
 
-  void set(DeviceType type, Fn* fn) { slots_[static_cast<int>(type)] = fn; }
+// Which 16-bit float dtypes a kernel computes on itself; the others it is given staged.
+enum class SixteenBit : uint8_t { ThroughFloat32 = 0, BFloat16 = 1, Float16 = 2, Native = 3 };
+inline bool takes(SixteenBit native, DType dtype) {
+  const auto bit = static_cast<uint8_t>(dtype == DType::BFloat16 ? SixteenBit::BFloat16 : SixteenBit::Float16);
+  return (static_cast<uint8_t>(native) & bit) != 0;
+}
+
+namespace detail {
+template <class R, class... Args>
+R through_float32(R (*fn)(Args...), uint32_t writes, Args... args);
+// The dtype of the first bfloat16 or float16 tensor among args; Float32 when there is none.
+template <class... Args>
+DType sixteen_bit_dtype(const Args&... args);
+[[noreturn]] void no_sixteen_bit_kernel(const char* name, DType dtype);
+}  // namespace detail
+
+template <class Fn>
+class Kernel;
+
+template <class R, class... Args>
+class Kernel<R(Args...)> {
+ public:
+  using Fn = R(Args...);
+  constexpr Kernel(const char* name, Writes writes) : name_(name), writes_(writes.mask), stageable_(true) {}
+  // A kernel declared without its Writes cannot be staged: a 16-bit tensor reaching it is an
+  // error unless its slot is SixteenBit::Native.
+  constexpr explicit Kernel(const char* name) : name_(name), writes_(0), stageable_(false) {}
+
+  void set(DeviceType type, Fn* fn, SixteenBit native) {
+    slots_[static_cast<int>(type)] = fn;
+    native_[static_cast<int>(type)] = native;
+  }
   bool has(DeviceType type) const { return slots_[static_cast<int>(type)] != nullptr; }
 
-  Fn* operator[](Device device) const {
-    if (!detail::device_checked[static_cast<int>(device.type)].load(std::memory_order_relaxed)) [[unlikely]]
+  // Calls fn with its 16-bit tensors staged through float32: for a kernel that takes a 16-bit
+  // dtype natively only in some cases (Note [Sixteen-bit floats through float32]).
+  R staged(Fn* fn, Args... args) const { return detail::through_float32<R, Args...>(fn, writes_, args...); }
+
+  // The slot for `device`, as a callable that stages 16-bit float arguments when the kernel has
+  // no path of its own for them.
+  class Call {
+   public:
+    R operator()(Args... args) const {
+      const SixteenBit native = kernel_.native_[type_];
+      if (native != SixteenBit::Native) {
+        const DType sixteen_bit = detail::sixteen_bit_dtype(args...);
+        if (sixteen_bit != kFloat32 && !takes(native, sixteen_bit)) [[unlikely]] {
+          if (!kernel_.stageable_) detail::no_sixteen_bit_kernel(kernel_.name_, sixteen_bit);
+          return detail::through_float32<R, Args...>(fn_, kernel_.writes_, args...);
+        }
+      }
+      return fn_(args...);
+    }
+
+   private:
+    friend class Kernel;
+    Call(const Kernel& kernel, int type, Fn* fn) : kernel_(kernel), type_(type), fn_(fn) {}
+    const Kernel& kernel_;
+    int type_;
+    Fn* fn_;
+  };
+
+  Call operator[](Device device) const {
+    const int type = static_cast<int>(device.type);
+    if (!detail::device_checked[type].load(std::memory_order_relaxed)) [[unlikely]]
       detail::run_device_check(device.type);
-    Fn* fn = slots_[static_cast<int>(device.type)];
+    Fn* fn = slots_[type];
     if (!fn) [[unlikely]]
       missing(device);
-    return fn;
+    return Call(*this, type, fn);
   }
 
  private:
   [[noreturn]] void missing(Device device) const;
 
   const char* name_;
+  uint32_t writes_;
+  bool stageable_;
   std::array<Fn*, kNumDeviceTypes> slots_{};
+  std::array<SixteenBit, kNumDeviceTypes> native_{};
 };
 
 // Whether any kernel was registered for `type`: tells "built without CUDA" from "this op has no
@@ -67,17 +138,18 @@ class Kernel {
 bool backend_registered(DeviceType type);
 void note_registration(DeviceType type);
 
-template <class Fn>
-void Kernel<Fn>::missing(Device device) const {
+template <class R, class... Args>
+void Kernel<R(Args...)>::missing(Device device) const {
   EMBER_FAIL("[", name_, "] has no ", device.is_cuda() ? "CUDA" : "CPU", " kernel",
              backend_registered(device.type) ? " yet" : device.is_cuda() ? " (built without CUDA)" : "");
 }
 
 // Registers `fn` into `kernel` for `type` during static initialisation:
 //   static const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu);
+// A kernel that computes on bfloat16 or float16 itself says so (SixteenBit::BFloat16, ...).
 template <class Fn>
-bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn) {
-  kernel.set(type, fn);
+bool add_kernel(Kernel<Fn>& kernel, DeviceType type, Fn* fn, SixteenBit native = SixteenBit::ThroughFloat32) {
+  kernel.set(type, fn, native);
   note_registration(type);
   return true;
 }
@@ -284,46 +356,48 @@ using CumsumFn = void(const Tensor& x, int64_t outer, int64_t n, int64_t inner, 
 // (Note [Tensor fingerprints]); the same 64 bits on every device
 using FingerprintFn = uint64_t(const Tensor& x);
 
-inline Kernel<FillFn> fill{"fill"};
-inline Kernel<CopyFn> copy{"copy"};
-inline Kernel<TransferFn> transfer{"transfer"};
-inline Kernel<UnaryFn> unary{"unary"};
-inline Kernel<BinaryFn> binary{"binary"};
-inline Kernel<WhereFn> where{"where"};
-inline Kernel<MaskedScaleFn> masked_scale{"masked_scale"};
-inline Kernel<ReduceFn> reduce{"reduce"};
-inline Kernel<ArgmaxFn> argmax{"argmax"};
-inline Kernel<MatmulFn> matmul{"matmul"};
-inline Kernel<SoftmaxFn> softmax{"softmax"};
-inline Kernel<SoftmaxBackwardFn> softmax_backward{"softmax_backward"};
-inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward"};
-inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward"};
-inline Kernel<ClassTargetsFn> class_targets{"class_targets"};
-inline Kernel<IndexSelectFn> index_select{"index_select"};
-inline Kernel<IndexAddFn> index_add{"index_add"};
-inline Kernel<GatherFn> gather{"gather"};
-inline Kernel<ScatterAddFn> scatter_add{"scatter_add"};
-inline Kernel<RandomFn> random{"random"};
-inline Kernel<Conv2dFwdFn> conv2d_forward{"conv2d_forward"};
-inline Kernel<Conv2dBwdInputFn> conv2d_backward_input{"conv2d_backward_input"};
-inline Kernel<Conv2dBwdWeightFn> conv2d_backward_weight{"conv2d_backward_weight"};
-inline Kernel<MaxPool2dFwdFn> max_pool2d_forward{"max_pool2d_forward"};
-inline Kernel<MaxPool2dBwdFn> max_pool2d_backward{"max_pool2d_backward"};
-inline Kernel<AvgPool2dFwdFn> avg_pool2d_forward{"avg_pool2d_forward"};
-inline Kernel<AvgPool2dBwdFn> avg_pool2d_backward{"avg_pool2d_backward"};
-inline Kernel<AdaptiveAvgPool2dFwdFn> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward"};
-inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward"};
-inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats"};
-inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply"};
-inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward"};
-inline Kernel<BatchNormTrainFwdFn> batch_norm_train_forward{"batch_norm_train_forward"};
-inline Kernel<BatchNormEvalFwdFn> batch_norm_eval_forward{"batch_norm_eval_forward"};
-inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward"};
-inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward"};
-inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward"};
-inline Kernel<EmbeddingBwdFn> embedding_backward{"embedding_backward"};
-inline Kernel<SortFn> sort{"sort"};
-inline Kernel<CumsumFn> cumsum{"cumsum"};
-inline Kernel<FingerprintFn> fingerprint{"fingerprint"};
+inline Kernel<FillFn> fill{"fill", Writes{0}};
+inline Kernel<CopyFn> copy{"copy", Writes{1}};
+inline Kernel<TransferFn> transfer{"transfer", Writes{1}};
+inline Kernel<UnaryFn> unary{"unary", Writes{2}};
+inline Kernel<BinaryFn> binary{"binary", Writes{3}};
+inline Kernel<WhereFn> where{"where", Writes{3}};
+inline Kernel<MaskedScaleFn> masked_scale{"masked_scale", Writes{3}};
+inline Kernel<ReduceFn> reduce{"reduce", Writes{5}};
+inline Kernel<ArgmaxFn> argmax{"argmax", Writes{4}};
+inline Kernel<MatmulFn> matmul{"matmul", Writes{2}};
+inline Kernel<SoftmaxFn> softmax{"softmax", Writes{1}};
+inline Kernel<SoftmaxBackwardFn> softmax_backward{"softmax_backward", Writes{2}};
+inline Kernel<CrossEntropyFwdFn> cross_entropy_forward{"cross_entropy_forward", Writes{4, 5}};
+inline Kernel<CrossEntropyBwdFn> cross_entropy_backward{"cross_entropy_backward", Writes{6}};
+inline Kernel<ClassTargetsFn> class_targets{"class_targets", Writes{3}};
+inline Kernel<IndexSelectFn> index_select{"index_select", Writes{5}};
+inline Kernel<IndexAddFn> index_add{"index_add", Writes{5}};
+inline Kernel<GatherFn> gather{"gather", Writes{5}};
+inline Kernel<ScatterAddFn> scatter_add{"scatter_add", Writes{5}};
+inline Kernel<RandomFn> random{"random", Writes{1}};
+inline Kernel<Conv2dFwdFn> conv2d_forward{"conv2d_forward", Writes{3}};
+inline Kernel<Conv2dBwdInputFn> conv2d_backward_input{"conv2d_backward_input", Writes{3}};
+inline Kernel<Conv2dBwdWeightFn> conv2d_backward_weight{"conv2d_backward_weight", Writes{3}};
+inline Kernel<MaxPool2dFwdFn> max_pool2d_forward{"max_pool2d_forward", Writes{2, 3}};
+inline Kernel<MaxPool2dBwdFn> max_pool2d_backward{"max_pool2d_backward", Writes{3}};
+inline Kernel<AvgPool2dFwdFn> avg_pool2d_forward{"avg_pool2d_forward", Writes{3}};
+inline Kernel<AvgPool2dBwdFn> avg_pool2d_backward{"avg_pool2d_backward", Writes{3}};
+inline Kernel<AdaptiveAvgPool2dFwdFn> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward", Writes{2}};
+inline Kernel<AdaptiveAvgPool2dBwdFn> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward", Writes{2}};
+inline Kernel<BatchNormStatsFn> batch_norm_stats{"batch_norm_stats", Writes{4, 5}};
+inline Kernel<BatchNormApplyFn> batch_norm_apply{"batch_norm_apply", Writes{8}};
+inline Kernel<BatchNormBackwardFn> batch_norm_backward{"batch_norm_backward", Writes{8, 9, 10}};
+inline Kernel<BatchNormTrainFwdFn> batch_norm_train_forward{"batch_norm_train_forward", Writes{7, 8, 9, 10}};
+inline Kernel<BatchNormEvalFwdFn> batch_norm_eval_forward{"batch_norm_eval_forward", Writes{9}};
+inline Kernel<LayerNormFwdFn> layer_norm_forward{"layer_norm_forward", Writes{4, 5, 6}};
+inline Kernel<LayerNormBwdFn> layer_norm_backward{"layer_norm_backward", Writes{5, 6, 7}};
+inline Kernel<EmbeddingFwdFn> embedding_forward{"embedding_forward", Writes{2}};
+inline Kernel<EmbeddingBwdFn> embedding_backward{"embedding_backward", Writes{2}};
+inline Kernel<SortFn> sort{"sort", Writes{6}};
+inline Kernel<CumsumFn> cumsum{"cumsum", Writes{5}};
+inline Kernel<FingerprintFn> fingerprint{"fingerprint", Writes{}};
 
 }  // namespace ember::kernels
+
+#include "core/through_float32.h"  // the definitions of detail::through_float32 and any_sixteen_bit

@@ -75,7 +75,7 @@ namespace kernels {
 // only the optimizer code sees the rules. The contract of fused_optimizer_step holds: all
 // contiguous, one floating dtype and device, grads and state shaped like their parameters.
 using OptimizerStepFn = void(const OptimizerRule& rule, const std::vector<FusedParam>& params);
-inline Kernel<OptimizerStepFn> optimizer_step{"optimizer_step"};
+inline Kernel<OptimizerStepFn> optimizer_step{"optimizer_step", Writes{}};  // takes no 16-bit floats: fused_step_accepts
 }  // namespace kernels
 
 // Whether `like` (a grad or a state tensor) lets `param` take fused_optimizer_step: both

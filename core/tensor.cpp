@@ -150,6 +150,8 @@ template Tensor from_vector(const std::vector<float>&, const Shape&, TensorOptio
 template Tensor from_vector(const std::vector<int64_t>&, const Shape&, TensorOptions);
 template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, TensorOptions);
 template Tensor from_vector(const std::vector<int>&, const Shape&, TensorOptions);
+template Tensor from_vector(const std::vector<bfloat16>&, const Shape&, TensorOptions);
+template Tensor from_vector(const std::vector<float16>&, const Shape&, TensorOptions);
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
   EMBER_CHECK(static_cast<int64_t>(values.size()) == numel_of(shape, "from_vector"), "[from_vector] ", values.size(),
@@ -187,7 +189,7 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   Tensor host = to(kCPU).contiguous();
   std::vector<T> out(static_cast<size_t>(numel()));
-  dispatch(dtype(), [&]<class S>() {
+  dispatch_any(dtype(), [&]<class S>() {
     const S* p = host.data<S>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(p[i]);
   });
@@ -197,6 +199,8 @@ template std::vector<float> Tensor::to_vector() const;
 template std::vector<double> Tensor::to_vector() const;
 template std::vector<int64_t> Tensor::to_vector() const;
 template std::vector<uint8_t> Tensor::to_vector() const;
+template std::vector<bfloat16> Tensor::to_vector() const;
+template std::vector<float16> Tensor::to_vector() const;
 
 double Tensor::item() const {
   EMBER_CHECK(numel() == 1, "[item] a tensor with ", numel(), " elements (shape ", shape_str(shape()),

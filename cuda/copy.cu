@@ -16,7 +16,7 @@ struct FillBody {
 };
 
 void fill_cuda(const Tensor& out, double value) {
-  dispatch(out.dtype(), [&]<class T>() {
+  dispatch_any(out.dtype(), [&]<class T>() {
     for_each(out.device(), out.numel(),
              FillBody<T>{make_indexer<1>({&out}, "fill"), out.data<T>(), convert<T>(value)});
   });
@@ -34,8 +34,8 @@ struct CopyBody {
 };
 
 void copy_cuda(const Tensor& src, const Tensor& dst) {
-  dispatch(src.dtype(), [&]<class S>() {
-    dispatch(dst.dtype(), [&]<class D>() {
+  dispatch_any(src.dtype(), [&]<class S>() {
+    dispatch_any(dst.dtype(), [&]<class D>() {
       for_each(dst.device(), dst.numel(),
                CopyBody<S, D>{make_indexer<2>({&dst, &src}, "copy"), src.data<S>(), dst.data<D>()});
     });
@@ -74,9 +74,9 @@ void transfer_cuda(const Tensor& src, const Tensor& dst) {
   }
 }
 
-const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CUDA, &fill_cuda) &&
-                        kernels::add_kernel(kernels::copy, DeviceType::CUDA, &copy_cuda) &&
-                        kernels::add_kernel(kernels::transfer, DeviceType::CUDA, &transfer_cuda);
+const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CUDA, &fill_cuda, kernels::SixteenBit::Native) &&
+                        kernels::add_kernel(kernels::copy, DeviceType::CUDA, &copy_cuda, kernels::SixteenBit::Native) &&
+                        kernels::add_kernel(kernels::transfer, DeviceType::CUDA, &transfer_cuda, kernels::SixteenBit::Native);
 
 }  // namespace
 }  // namespace ember::cuda

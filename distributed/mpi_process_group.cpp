@@ -19,8 +19,11 @@ MPI_Datatype mpi_type(DType dtype) {
     case DType::Float64: return MPI_DOUBLE;
     case DType::Int64: return MPI_INT64_T;
     case DType::UInt8: return MPI_UINT8_T;
+    case DType::BFloat16:
+    case DType::Float16: break;  // MPI has no 16-bit float type to sum
   }
-  EMBER_FAIL("[distributed] unknown dtype");
+  EMBER_FAIL("[distributed] the MPI backend has no ", dtype_name(dtype),
+             " type; communicate float32 tensors (the NCCL backend takes 16-bit floats)");
 }
 
 int mpi_count(const Tensor& t, const char* op) {

@@ -63,6 +63,8 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::Float64: return ncclFloat64;
     case DType::Int64: return ncclInt64;
     case DType::UInt8: return ncclUint8;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
   }
   EMBER_FAIL("[distributed] unknown dtype");
 }

@@ -31,7 +31,8 @@ struct Code {
   DType dtype;
   const char* name;
 };
-constexpr Code kCodes[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kInt64, "I64"}, {kUInt8, "U8"}};
+constexpr Code kCodes[] = {{kFloat32, "F32"}, {kFloat64, "F64"}, {kBFloat16, "BF16"},
+                           {kFloat16, "F16"},   {kInt64, "I64"},   {kUInt8, "U8"}};
 
 const char* code_of(DType dtype) {
   for (const auto& c : kCodes)
@@ -123,7 +124,7 @@ Entry parse_entry(const std::string& name, const json::Value& v, uint64_t data_s
   const json::Value& dtype = field("dtype");
   if (dtype.kind != json::Value::Kind::String) fail(what + ": 'dtype' must be a string");
   const auto known = dtype_of_code(dtype.string);
-  if (!known) fail(what + " has unknown dtype '" + dtype.string + "' (ember reads F32, F64, I64 and U8)");
+  if (!known) fail(what + " has unknown dtype '" + dtype.string + "' (ember reads F32, F64, BF16, F16, I64 and U8)");
   e.dtype = *known;
   e.shape = non_negative_integers(field("shape"), what + ": 'shape'", fail);
   const auto offsets = non_negative_integers(field("data_offsets"), what + ": 'data_offsets'", fail);

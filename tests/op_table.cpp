@@ -254,14 +254,14 @@ struct Result {
 };
 
 // The row's forward, and the gradients of sum(out * upstream) with respect to each differentiable
-// input, upstream being float64 normals of the output's shape drawn from `upstream_seed`: every
-// run of a comparison draws the same one.
-Result run(const OpRow& r, const std::vector<Tensor>& inputs, uint64_t upstream_seed) {
+// input, upstream being float64 normals of the output's shape drawn from `upstream_seed` and
+// rounded through `upstream_dtype`: every run of a comparison draws the same one.
+Result run(const OpRow& r, const std::vector<Tensor>& inputs, uint64_t upstream_seed, DType upstream_dtype) {
   const Tensor out = r.fn(inputs);
   Result result{values(out.cpu()), {}};
   if (!r.differentiable) return result;
   manual_seed(upstream_seed);
-  const Tensor upstream = randn(out.shape(), kFloat64);
+  const Tensor upstream = randn(out.shape(), kFloat64).to(upstream_dtype);
   sum(out * upstream.to(out.dtype()).to(out.device())).backward();
   for (const Tensor& in : inputs)
     result.grads.push_back(in.requires_grad() && in.grad().defined() ? values(in.grad().cpu()) : std::vector<double>{});
@@ -327,18 +327,23 @@ std::vector<Tensor> op_inputs_as(const OpRow& r, const std::vector<Tensor>& base
 // The upstream gradient's seed, apart from every row's input seed.
 uint64_t upstream_seed(uint64_t input_seed) { return input_seed + (uint64_t{1} << 32); }
 
+// The float64 column computes from the column's own values: the floating inputs and the upstream
+// gradient rounded through `dtype`, so that the comparison measures the op's error in `dtype`
+// and not the rounding of its inputs.
 void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device device, double tol) {
-  const std::vector<Tensor> base = make_op_inputs(r, seed);
-  expect_same_result(run(r, op_inputs_as(r, base, dtype, device), upstream_seed(seed)),
-                     run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed)), tol);
+  std::vector<Tensor> base = make_op_inputs(r, seed);
+  for (size_t i = 0; i < base.size(); ++i)
+    if (r.inputs[i].kind == OpInput::Kind::Floating) base[i] = base[i].to(dtype).to(kFloat64);
+  expect_same_result(run(r, op_inputs_as(r, base, dtype, device), upstream_seed(seed), dtype),
+                     run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed), dtype), tol);
 }
 
 void compare_with_reference(const OpRow& r, uint64_t seed, double tol) {
   const std::vector<Tensor> base = make_op_inputs(r, seed);
   OpRow composed = r;
   composed.fn = r.reference;
-  expect_same_result(run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed)),
-                     run(composed, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed)), tol);
+  expect_same_result(run(r, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed), kFloat64),
+                     run(composed, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed), kFloat64), tol);
 }
 
 const std::vector<OpRow>& op_table() {

@@ -4,9 +4,9 @@
 // inputs, how to call it, and what it promises. tests/test_op_table.cpp runs every row through
 // the same checks, so a new op gets them all from one row:
 //   - gradcheck in float64 (rows that are differentiable),
-//   - each further dtype column against float64: the same values rounded to the column's dtype,
-//     the forward and the gradients within the column's tolerance (float32 today; the reduced
-//     precision dtypes become columns here, not new test files),
+//   - each further dtype column against float64 computed from the column's own values (the
+//     inputs and the upstream gradient rounded to the column's dtype): the forward and the
+//     gradients within the column's tolerance; the columns are float32, bfloat16 and float16,
 //   - CUDA against the CPU in float32 (skipped without a GPU),
 //   - a composed-ops reference where a row has one: forward and gradients in float64,
 //   - the error for integer inputs, naming the op, for ops that compute only in floating point,
@@ -58,6 +58,9 @@ struct OpRow {
   // integers too, like add or cat).
   bool floating_only = true;
   double float32_tolerance = 1e-4;  // relative to 1 + |float64 value|
+  // The bfloat16 and float16 columns' tolerance, in steps of the dtype (finfo(dtype).eps), also
+  // relative to 1 + |float64 value|.
+  double sixteen_bit_steps = 4;
   // The same function composed of other ops (optional): the row's forward and gradients must
   // match it in float64, so a fused kernel is checked against the formula it fuses.
   OpFn reference;

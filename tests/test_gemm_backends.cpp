@@ -1,7 +1,8 @@
 // The float products on oneDNN's sgemm against OpenBLAS's (Note [Two BLAS for one gemm]):
 // matmul in every layout the kernel passes as flags (transposed, strided rows, batches, the two
 // batch levels, a shared right operand), linear with its bias accumulated, the gradients, empty
-// sums, float64, and that oneDNN's result does not depend on where the operands lie. Skipped in a
+// sums, float64, and that oneDNN's result does not depend on where the operands lie; and the
+// bfloat16 products on oneDNN against the staged float32 ones. Skipped in a
 // build without oneDNN (EMBER_DNNL=OFF), except the choice's own checks.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/cpu/dnnl_matmul.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "test_helpers.h"
@@ -126,6 +128,48 @@ TEST_F(GemmBackends, Float64RunsOnOpenBLASWhicheverIsChosen) {
     return std::vector<Tensor>{matmul(randn({31, 77}, kFloat64), randn({77, 9}, kFloat64))};
   });
   EXPECT_EQ(values(onednn[0]), values(openblas[0]));
+}
+
+// bfloat16 products (Note [bfloat16 products through oneDNN]): oneDNN's against the float32 product
+// of the same bfloat16 inputs rounded once (the staged path, which the OpenBLAS choice takes).
+// They differ only in the order of the float32 additions, so by at most one bfloat16 step.
+void expect_within_a_bfloat16_step(const Tensor& onednn, const Tensor& staged) {
+  ASSERT_EQ(onednn.dtype(), kBFloat16);
+  ASSERT_EQ(staged.dtype(), kBFloat16);
+  ASSERT_EQ(onednn.shape(), staged.shape());
+  const std::vector<double> got = values(onednn), want = values(staged);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  int differing = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - want[i]), 0x1p-7 * std::abs(want[i]) + 1e-5 * scale) << "element " << i;
+    differing += got[i] != want[i];
+  }
+  EXPECT_LE(differing, static_cast<int>(got.size() / 10) + 1) << "most elements should round alike";
+}
+
+TEST_F(GemmBackends, BFloat16ProductsMatchTheStagedFloat32Ones) {
+  if (!cpu::cpu_has_bfloat16_products()) GTEST_SKIP() << "this CPU has no AVX512-BF16: bfloat16 is staged";
+  const int64_t runs_before = cpu::dnnl_matmul_runs();
+  const auto [staged, onednn] = on_both([] {
+    const auto bf = [](const Shape& shape) { return randn(shape).to(kBFloat16); };
+    const Tensor a = bf({70, 257}), b = bf({257, 48});
+    std::vector<Tensor> parts = chunk(bf({2, 5, 3 * 3 * 4}), 3, -1);
+    for (Tensor& p : parts) p = p.reshape({2, 5, 3, 4}).transpose(1, 2);
+    const Tensor x = bf({2, 37, 19}).requires_grad_(), w = bf({23, 19}).requires_grad_();
+    const Tensor bias = bf({23}).requires_grad_();
+    const Tensor y = linear(x, w, bias);
+    sum(y * bf(y.shape())).backward();
+    return std::vector<Tensor>{matmul(a, b), matmul(bf({257, 70}).t(), b), matmul(a, bf({48, 257}).t()),
+                               matmul(bf({70, 262}).narrow(1, 2, 257), b), matmul(bf({4, 9, 6}), bf({6, 11})),
+                               matmul(bf({3, 1, 9, 6}), bf({5, 6, 2})), matmul(parts[0], parts[1].transpose(-2, -1)),
+                               y.detach(), x.grad(), w.grad()};
+  });
+  EXPECT_GT(cpu::dnnl_matmul_runs(), runs_before + 9);
+  for (size_t i = 0; i < staged.size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    expect_within_a_bfloat16_step(onednn[i], staged[i]);
+  }
 }
 
 TEST(GemmBackendChoice, OneDNNNeedsABuildWithIt) {

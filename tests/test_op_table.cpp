@@ -41,6 +41,19 @@ TEST(OpTable, Float32MatchesFloat64) {
   }
 }
 
+// The 16-bit columns: every op computes on bfloat16 and float16 (Note [Sixteen-bit floats through
+// float32]) within a few of the dtype's steps of float64 from the same rounded values.
+TEST(OpTable, SixteenBitMatchesFloat64) {
+  const auto& table = testutil::op_table();
+  for (DType dtype : {kBFloat16, kFloat16}) {
+    for (size_t i = 0; i < table.size(); ++i) {
+      SCOPED_TRACE(testutil::op_label(table[i]) + " in " + dtype_name(dtype));
+      testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCPU,
+                                     table[i].sixteen_bit_steps * finfo(dtype).eps);
+    }
+  }
+}
+
 TEST(OpTable, MatchesItsComposedReference) {
   const auto& table = testutil::op_table();
   int with_reference = 0;

@@ -291,7 +291,7 @@ TEST(OptimFused, OpChecksItsArguments) {
   const SgdRule sgd{0.1, 0.9, 0.0, 0.0, false, false};
   expect_error([&] { fused_optimizer_step(sgd, {{p, g, {}}}); },
                "[fused_optimizer_step] parameter 0 (float32 [3] on cpu): state 0 is undefined; expected contiguous "
-               "floating-point parameters, with grads and state of their dtype, shape and device");
+               "float32 or float64 parameters, with grads and state of their dtype, shape and device");
   expect_error([&] { fused_optimizer_step(sgd, {{p, ones({4}), {zeros({3})}}}); }, "the grad is float32 [4] on cpu;");
   expect_error([&] { fused_optimizer_step(sgd, {{p, g, {zeros({3}, kFloat64)}}}); }, "state 0 is float64 [3] on cpu;");
   expect_error(

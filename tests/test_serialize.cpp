@@ -278,6 +278,45 @@ TEST_F(Serialize, LoadsAFileWrittenByPyTorch) {
   for (const auto& [name, t] : net.state_dict()) expect_same(t, state.at(name), name);
 }
 
+// The bytes after a safetensors file's header: its tensors' data.
+std::string data_section(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  return bytes.substr(8 + header);
+}
+
+TEST_F(Serialize, SixteenBitFilesMatchPyTorchBothWays) {
+  const std::string file = kFixtures + "/torch_written_half.safetensors";
+  const StateDict state = nn::load_safetensors(file);
+  const auto expected = testutil::Fixture::load("torch_written_half.txt");
+  ASSERT_EQ(state.size(), expected.names().size());
+  for (const auto& [name, t] : state) {
+    SCOPED_TRACE(name);
+    const bool bf16 = name.ends_with(".bf16");
+    ASSERT_EQ(t.dtype(), bf16 ? kBFloat16 : kFloat16);
+    const Tensor want = expected.get(name);
+    EXPECT_EQ(t.shape(), want.shape());
+    std::vector<int64_t> bits;
+    if (bf16) {
+      for (bfloat16 v : t.to_vector<bfloat16>()) bits.push_back(v.bits);
+    } else {
+      for (float16 v : t.to_vector<float16>()) bits.push_back(v.bits);
+    }
+    EXPECT_EQ(bits, want.to_vector<int64_t>());
+  }
+  // Written back, the tensors' bytes are PyTorch's (both files keep their data in name order).
+  const std::string mine = path("half.safetensors");
+  nn::save_safetensors(state, mine);
+  EXPECT_EQ(data_section(mine), data_section(file));
+  // A 16-bit file loads into a float32 module: load_state_dict converts, as PyTorch's copy_ does.
+  nn::Linear fc(5, 3, /*bias=*/false);  // weight [3, 5]
+  fc.load_state_dict({{"weight", state.at("values.bf16")}});
+  EXPECT_EQ(fc.weight.dtype(), kFloat32);
+  EXPECT_EQ(fc.weight.to_vector<double>(), state.at("values.bf16").to_vector<double>());
+}
+
 TEST_F(Serialize, LoadingIntoADifferentModuleNamesTheKeys) {
   struct Other : nn::Module {
     nn::Linear fc{4, 3}, head{3, 2};
@@ -316,8 +355,8 @@ TEST_F(Serialize, BadFilesFailWithClearErrors) {
       {"not_utf8", safetensors_bytes("{\"\xFF\":{}}"), "invalid UTF-8"},
       {"not_an_object", safetensors_bytes("[1]"), "the header must be a JSON object, found a(n) array"},
       {"entry_not_an_object", safetensors_bytes(R"({"a":[0]})"), "tensor 'a' must be an object"},
-      {"unknown_dtype", safetensors_bytes(R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", eight),
-       "tensor 'a' has unknown dtype 'F16' (ember reads F32, F64, I64 and U8)"},
+      {"unknown_dtype", safetensors_bytes(R"({"a":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", eight),
+       "tensor 'a' has unknown dtype 'F8_E4M3' (ember reads F32, F64, BF16, F16, I64 and U8)"},
       {"shape_offset_mismatch", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
        "tensor 'a' of shape [3] and dtype F32 needs 12 bytes, but its data_offsets [0, 8) hold 8"},
       {"past_the_end", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", eight),

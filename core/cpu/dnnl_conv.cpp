@@ -13,10 +13,9 @@
 //    ember's reference, where the blocked kernels with their reorders are faster
 //    (bench/RESULTS.md, "Convolution through oneDNN").
 //  - Primitives are expensive to create (a JIT compile), so they are kept in a small cache keyed
-//    by direction, geometry and thread count, least recently used first out. A primitive
-//    splits its work for the thread count it was created under: with the count in the key, a
-//    set_num_threads call gets primitives made for the new count. oneDNN's OpenMP threads are
-//    ember's and OpenBLAS's (docs/internals.md, "One thread pool"), so the count is ember's.
+//    by direction, geometry and thread count (dnnl_common::PrimitiveCache): a set_num_threads
+//    call gets primitives made for the new count. oneDNN's OpenMP threads are ember's and
+//    OpenBLAS's (docs/internals.md, "One thread pool"), so the count is ember's.
 //  - Scratch memory (the primitives' scratchpads, the reordered tensors) comes from ember's
 //    allocator, so the memory statistics count it, as they count the reference's columns.
 //  - The bias stays with the op (core/ops/conv.cpp): one add and one sum on either path.
@@ -25,29 +24,24 @@
 #if EMBER_WITH_DNNL
 #include <omp.h>
 
-#include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
-#include <vector>
+
+#include "core/cpu/dnnl_common.h"
 
 namespace ember::cpu {
 namespace {
 
 using dnnl::memory;
+using dnnl_common::cpu_engine;
+using dnnl_common::Scratch;
 using kernels::Window2d;
 using Tag = memory::format_tag;
 
 enum class Direction { Forward, BackwardInput, BackwardWeight };
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 // A tensor the primitive reads or writes: ember's plain layout and the primitive's own, with the
 // reorder between them when they differ.
@@ -139,39 +133,8 @@ std::shared_ptr<const Conv> create(const Key& key) {
   return nullptr;
 }
 
-// The cache: at most kCapacity primitives, the most recently used at the back. A null entry
-// remembers that oneDNN rejected the key. ResNet-20 uses 24 (8 geometries x 3 directions).
-class Cache {
- public:
-  static constexpr size_t kCapacity = 64;
-
-  std::shared_ptr<const Conv> get(const Key& key) {
-    std::lock_guard lock(mutex_);
-    const auto hit = std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; });
-    if (hit != entries_.end()) {
-      std::rotate(hit, hit + 1, entries_.end());
-      return entries_.back().second;
-    }
-    std::shared_ptr<const Conv> conv;
-    try {
-      conv = create(key);
-    } catch (const dnnl::error&) {
-      // no implementation for this case: the reference runs it
-    }
-    if (entries_.size() == kCapacity) entries_.erase(entries_.begin());
-    entries_.emplace_back(key, conv);
-    return conv;
-  }
-
-  size_t size() {
-    std::lock_guard lock(mutex_);
-    return entries_.size();
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<Key, std::shared_ptr<const Conv>>> entries_;
-};
+// ResNet-20 uses 24 primitives (8 geometries x 3 directions).
+using Cache = dnnl_common::PrimitiveCache<Key, Conv, create, 64>;
 
 Cache& cache() {
   static Cache instance;
@@ -179,15 +142,6 @@ Cache& cache() {
 }
 
 std::atomic<int64_t> runs{0};
-
-// Scratch bytes from ember's allocator, and oneDNN memory over them.
-struct Scratch {
-  Tensor bytes;
-  memory view(const memory::desc& desc) {
-    bytes = empty({static_cast<int64_t>(desc.get_size())}, TensorOptions(kUInt8));
-    return memory(desc, cpu_engine(), bytes.raw_data());
-  }
-};
 
 // Runs `conv` on plain float buffers a, b -> out, reordering where its layouts differ.
 void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& out) {

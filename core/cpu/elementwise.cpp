@@ -18,7 +18,7 @@ template <class T>
 T* at(char* p) { return reinterpret_cast<T*>(p); }
 
 void fill_cpu(const Tensor& out, double value) {
-  dispatch(out.dtype(), [&]<class T>() {
+  dispatch_any(out.dtype(), [&]<class T>() {
     const T v = convert<T>(value);
     for_each_row<1>({&out}, [&](auto p, auto s, int64_t n) {
       T* o = at<T>(p[0]);
@@ -28,8 +28,8 @@ void fill_cpu(const Tensor& out, double value) {
 }
 
 void copy_cpu(const Tensor& src, const Tensor& dst) {
-  dispatch(src.dtype(), [&]<class S>() {
-    dispatch(dst.dtype(), [&]<class D>() {
+  dispatch_any(src.dtype(), [&]<class S>() {
+    dispatch_any(dst.dtype(), [&]<class D>() {
       for_each_row<2>({&dst, &src}, [&](auto p, auto s, int64_t n) {
         D* o = at<D>(p[0]);
         const S* x = at<S>(p[1]);
@@ -141,9 +141,9 @@ void masked_scale_cpu(const Tensor& x, const Tensor& mask, double scale, const T
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu) &&
+const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu, kernels::SixteenBit::Native) &&
                         kernels::add_kernel(kernels::masked_scale, DeviceType::CPU, &masked_scale_cpu) &&
-                        kernels::add_kernel(kernels::copy, DeviceType::CPU, &copy_cpu) &&
+                        kernels::add_kernel(kernels::copy, DeviceType::CPU, &copy_cpu, kernels::SixteenBit::Native) &&
                         kernels::add_kernel(kernels::unary, DeviceType::CPU, &unary_cpu) &&
                         kernels::add_kernel(kernels::binary, DeviceType::CPU, &binary_cpu) &&
                         kernels::add_kernel(kernels::where, DeviceType::CPU, &where_cpu);

@@ -1,4 +1,5 @@
-// Matmul on the CPU is BLAS's gemm (core/cpu/blas.h), one call per matrix of the batch. A transposed
+// Matmul on the CPU is BLAS's gemm (core/cpu/blas.h), one call per matrix of the batch; bfloat16
+// products go to oneDNN (Note [bfloat16 products through oneDNN]). A transposed
 // view (column-major last two dims) is passed as a transpose flag rather than copied, and so is a
 // row stride larger than the row (ld); batches whose right operand is shared (batch strides 0)
 // and whose left operand is contiguous collapse into one large gemm.
@@ -6,6 +7,7 @@
 #include <cstdint>
 
 #include "core/cpu/blas.h"
+#include "core/cpu/dnnl_matmul.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -23,6 +25,10 @@ namespace {
 inline constexpr int64_t kSmallProduct = int64_t{1} << 21;  // m * n * k: 128 x 128 x 128
 
 void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  if (a.dtype() == kBFloat16) {  // registered for bfloat16: oneDNN's products, or staged
+    if (!matmul_bfloat16_dnnl(a, b, out, accumulate)) kernels::matmul.staged(&matmul_cpu, a, b, out, accumulate);
+    return;
+  }
   const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
   const int64_t batch = ba.count(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
   dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
@@ -43,7 +49,8 @@ void matmul_cpu(const Tensor& a, const Tensor& b, const Tensor& out, bool accumu
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::matmul, DeviceType::CPU, &matmul_cpu);
+const bool registered =
+    kernels::add_kernel(kernels::matmul, DeviceType::CPU, &matmul_cpu, kernels::SixteenBit::BFloat16);
 
 }  // namespace
 }  // namespace ember::cpu

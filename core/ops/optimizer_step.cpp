@@ -33,14 +33,15 @@ std::string describe(const Tensor& t) {
 void check_like(const Tensor& param, const Tensor& like, size_t index, const std::string& what) {
   EMBER_CHECK(like.defined() && fused_step_accepts(param, like), "[", kOp, "] parameter ", index, " (",
               describe(param), "): ", what, " is ", like.defined() ? describe(like) : "undefined",
-              "; expected contiguous floating-point parameters, with grads and state of their dtype, shape and "
+              "; expected contiguous float32 or float64 parameters, with grads and state of their dtype, shape and "
               "device");
 }
 
 }  // namespace
 
+// The kernel computes in float32 and float64; 16-bit parameters take the composed update.
 bool fused_step_accepts(const Tensor& param, const Tensor& like) {
-  return is_floating(param.dtype()) && param.is_contiguous() && like.is_contiguous() &&
+  return (param.dtype() == kFloat32 || param.dtype() == kFloat64) && param.is_contiguous() && like.is_contiguous() &&
          like.dtype() == param.dtype() && like.device() == param.device() && like.shape() == param.shape() &&
          kernels::optimizer_step.has(param.device().type);
 }
