@@ -314,7 +314,8 @@ TEST(Cuda, BadIndicesAreRaisedAtTheNextSynchronisation) {
 }
 
 // The op table's CUDA column (Note [The op table] in tests/op_table.h): every row on the GPU against
-// float64 on the CPU, in float64 and in float32, forward and gradients.
+// float64 on the CPU, in float64, float32, bfloat16 and float16 (the 16-bit ones staged through
+// float32 on the device, Note [Sixteen-bit floats through float32]), forward and gradients.
 TEST(Cuda, OpTableMatchesCpu) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto& table = testutil::op_table();
@@ -322,6 +323,9 @@ TEST(Cuda, OpTableMatchesCpu) {
     SCOPED_TRACE(testutil::op_label(table[i]));
     testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat64, kCUDA, 1e-10);
     testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCUDA, table[i].float32_tolerance);
+    for (DType dtype : {kBFloat16, kFloat16})
+      testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCUDA,
+                                     table[i].sixteen_bit_steps * finfo(dtype).eps);
   }
 }
 
