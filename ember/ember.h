@@ -8,6 +8,7 @@
 
 // Tensors, ops, errors, randomness, memory.
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/check.h"
 #include "core/generator.h"
 #include "core/ops.h"

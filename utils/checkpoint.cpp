@@ -6,7 +6,8 @@
 // as soon as the forward no longer needs them.
 //
 // In backward, the first node that unpacks a Handle triggers Frame::recompute(): it restores the
-// generator states captured before the forward (so Dropout draws the same masks), marks the
+// generator states captured before the forward (so Dropout draws the same masks) and the
+// forward's autocast state (so the recompute computes in the forward's dtypes), marks the
 // thread as recomputing (so BatchNorm leaves its running statistics alone), and runs fn again on
 // the saved inputs under a second hook that fills the frame's entries in save order, checking
 // each against the forward's description. As soon as the last entry is filled the hook throws
@@ -45,6 +46,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/graph_region.h"
 #include "core/autograd/op_observer.h"
+#include "core/autocast.h"
 #include "core/autograd/recompute.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
@@ -139,6 +141,7 @@ struct Frame {
   std::vector<autograd::SavedTensor> inputs;
   std::vector<bool> input_requires_grad;
   std::vector<std::pair<Device, GeneratorState>> rng;
+  AutocastSnapshot autocast;  // the forward's, which the recompute runs under (Note [Autocast])
   std::vector<Entry> entries;
   std::vector<OpRecord> ops;
   int current_op = -1;                  // forward: the op being recorded
@@ -270,6 +273,7 @@ void Frame::recompute() {
   }
   RngStateGuard callers_generators;
   if (options.preserve_rng_state) set_rng_states(rng);
+  AutocastRestore forwards_autocast(autocast);
   autograd::RecomputeGuard recomputing;
   EnableGradGuard grad_on;  // the ops must record (and so save) exactly as in the forward
   size_t next = 0;
@@ -316,6 +320,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
     frame->input_requires_grad.push_back(t.defined() && t.requires_grad());
   }
   if (options.preserve_rng_state) frame->rng = get_rng_states();
+  frame->autocast = autocast_snapshot();
 
   Recorder recorder(*frame);
   std::vector<Tensor> outputs;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -91,6 +92,7 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     const Tensor& attn_mask, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
+  if (autocast::OpCast cast{op, q}) return scaled_dot_product_attention(cast(q), cast(k), cast(v), causal, cast(attn_mask), scale);
   check_attention_inputs(q, k, v);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   EMBER_CHECK(std::isfinite(s), "[", op, "] scale must be finite, got ", s);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/loss_helpers.h"
@@ -88,6 +89,8 @@ Tensor weighted(const Tensor& losses, const Tensor& weight) { return weight.defi
 }  // namespace
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& weight) {
+  if (autocast::OpCast cast{"binary_cross_entropy", input})
+    return binary_cross_entropy(cast(input), cast(target), reduction, cast(weight));
   ops::check_loss_pair(input, target, "binary_cross_entropy");
   ops::check_loss_weight(weight, input, "binary_cross_entropy", "weight");
   if (input.numel() > 0) {
@@ -105,6 +108,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& weight, const Tensor& pos_weight) {
   const char* op = "binary_cross_entropy_with_logits";
+  if (autocast::OpCast cast{op, input})
+    return binary_cross_entropy_with_logits(cast(input), cast(target), reduction, cast(weight), cast(pos_weight));
   ops::check_loss_pair(input, target, op);
   ops::check_loss_weight(weight, input, op, "weight");
   ops::check_loss_weight(pos_weight, input, op, "pos_weight");

@@ -12,6 +12,7 @@
 // memory-bound copy that is cheap next to the gemms. The kernels never hold the whole batch's
 // columns either (Note [Convolution by samples]). A 1x1 kernel at stride 1 without padding needs
 // no im2col at all: the input, viewed as [C, H*W], already is the columns.
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -68,6 +69,7 @@ struct Conv2d : Function<Conv2d> {
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair stride, Pair padding, Pair dilation) {
+  if (autocast::OpCast cast{"conv2d", x}) return conv2d(cast(x), cast(weight), cast(bias), stride, padding, dilation);
   ops::check_nchw(x, "conv2d");
   ops::check_defined(weight, "conv2d", "weight");
   EMBER_CHECK(weight.dim() == 4, "[conv2d] expected a 4-D weight [OC, C, KH, KW], got weight of shape ",

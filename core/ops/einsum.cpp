@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
@@ -253,6 +254,11 @@ Parsed parse(const std::string& equation, const std::vector<Tensor>& operands) {
 
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
   EMBER_CHECK(!operands.empty(), "[einsum] needs at least one operand (equation '", equation, "')");
+  if (autocast::OpCast cast{"einsum", operands.front()}) {
+    std::vector<Tensor> cast_operands;
+    for (const Tensor& t : operands) cast_operands.push_back(cast(t));
+    return einsum(equation, cast_operands);
+  }
   for (const Tensor& t : operands) {
     ops::check_defined(t, "einsum", "operand");
     ops::check_floating(t, "einsum");

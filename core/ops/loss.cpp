@@ -1,5 +1,6 @@
 // The losses over class indices: cross_entropy (fused softmax + negative log-likelihood) and
 // nll_loss. The elementwise losses are in regression_loss.cpp and binary_cross_entropy.cpp.
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -48,6 +49,8 @@ struct CrossEntropy : Function<CrossEntropy> {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing) {
+  if (autocast::OpCast cast{"cross_entropy", logits})
+    return cross_entropy(cast(logits), cast(target), reduction, ignore_index, label_smoothing);
   ops::check_defined(logits, "cross_entropy", "logits");
   ops::check_defined(target, "cross_entropy", "target");
   EMBER_CHECK(logits.dim() == 2, "[cross_entropy] expects logits of shape [N, C], got ", shape_str(logits.shape()));
@@ -92,6 +95,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 // mean), so a batch of one heavy class and one light class is not averaged as equals.
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                 const Tensor& weight) {
+  if (autocast::OpCast cast{"nll_loss", input}) return nll_loss(cast(input), target, reduction, ignore_index, cast(weight));
   ops::check_defined(input, "nll_loss");
   ops::check_defined(target, "nll_loss", "target");
   EMBER_CHECK(input.dim() >= 2, "[nll_loss] expects input of shape [N, C] or [N, C, d1, ...], got ",

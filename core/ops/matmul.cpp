@@ -1,6 +1,7 @@
 // matmul: PyTorch's rules (1-D operands are promoted to a row/column and squeezed back, batch
 // dims broadcast), one kernel call on [B1, B2, M, K] x [B1, B2, K, N]; linear: x @ w.t() + bias
 // with the bias in the product (Note [A bias in the product]).
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -109,6 +110,7 @@ struct Matmul : Function<Matmul> {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::OpCast cast{"matmul", a}) return matmul(cast(a), cast(b));  // Note [Autocast]
   ops::check_defined(a, "matmul");
   ops::check_defined(b, "matmul");
   EMBER_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] both arguments need at least 1 dim, got shapes ",
@@ -127,6 +129,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast::OpCast cast{"linear", x}) return linear(cast(x), cast(weight), cast(bias));
   ops::check_defined(x, "linear");
   ops::check_defined(weight, "linear", "weight");
   EMBER_CHECK(weight.dim() == 2, "[linear] expects a 2-D weight [out_features, in_features], got shape ",

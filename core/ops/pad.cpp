@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
@@ -96,6 +97,10 @@ void check_pads(const DimPads& p) {
 }  // namespace
 
 Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
+  if (mode == PadMode::Reflect || mode == PadMode::Replicate) {
+    if (autocast::OpCast cast{mode == PadMode::Reflect ? "reflection_pad" : "replication_pad", x})
+      return pad(cast(x), pads, mode, value);
+  }
   ops::check_defined(x, "pad");
   EMBER_CHECK(pads.size() % 2 == 0, "[pad] pads ", shape_str(pads),
               " must come in (before, after) pairs, last dim first, but has ", pads.size(), " values");

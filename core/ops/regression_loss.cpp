@@ -3,6 +3,7 @@
 // gradients are the ones PyTorch's fused kernels compute (the sign of d for l1, 0 where d = 0).
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/ops.h"
 #include "core/ops/loss_helpers.h"
 
@@ -30,17 +31,20 @@ double count(const Tensor& input) { return static_cast<double>(input.numel()); }
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast::OpCast cast{"mse_loss", input}) return mse_loss(cast(input), cast(target), reduction);
   ops::check_loss_pair(input, target, "mse_loss");
   const Tensor d = input - target;
   return ops::reduce_loss(d * d, reduction, count(input));
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast::OpCast cast{"l1_loss", input}) return l1_loss(cast(input), cast(target), reduction);
   ops::check_loss_pair(input, target, "l1_loss");
   return ops::reduce_loss(abs(input - target), reduction, count(input));
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (autocast::OpCast cast{"smooth_l1_loss", input}) return smooth_l1_loss(cast(input), cast(target), reduction, beta);
   ops::check_loss_pair(input, target, "smooth_l1_loss");
   EMBER_CHECK(std::isfinite(beta) && beta >= 0.0, "[smooth_l1_loss] beta must be finite and >= 0, got ", beta);
   // The quadratic part would divide by zero; with beta = 0 the loss is |d| everywhere.
@@ -49,6 +53,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (autocast::OpCast cast{"huber_loss", input}) return huber_loss(cast(input), cast(target), reduction, delta);
   ops::check_loss_pair(input, target, "huber_loss");
   EMBER_CHECK(std::isfinite(delta) && delta > 0.0, "[huber_loss] delta must be finite and > 0, got ", delta);
   return ops::reduce_loss(quadratic_then_linear(input, target, delta, 0.5, delta), reduction, count(input));
