@@ -55,21 +55,17 @@ void end_region() {
 }  // namespace
 
 Autocast::Autocast(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
-    : device_(device) {
+    : device_(device), before_(state(device)) {
   const DType wanted = dtype.value_or(device == DeviceType::CPU ? kBFloat16 : kFloat16);
   EMBER_CHECK(is_sixteen_bit(wanted), "[autocast] computes in bfloat16 or float16, got ", wanted);
   EMBER_CHECK(device == DeviceType::CPU || !enabled,
               "[autocast] has CPU op lists only so far; CUDA's (issue 23) are not written yet");
-  State& s = state(device);
-  enabled_ = s.enabled;
-  dtype_ = s.dtype;
-  cache_enabled_ = s.cache_enabled;
-  s = {enabled, wanted, cache_enabled};
+  state(device) = {enabled, wanted, cache_enabled};
   ++regions;
 }
 
 Autocast::~Autocast() {
-  state(device_) = {enabled_, dtype_, cache_enabled_};
+  state(device_) = before_;
   end_region();
 }
 

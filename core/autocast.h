@@ -29,6 +29,16 @@
 
 namespace ember {
 
+// This thread's autocast state, every device type's.
+struct AutocastSnapshot {
+  struct Device {
+    bool enabled;
+    DType dtype;
+    bool cache_enabled;
+  };
+  std::array<Device, kNumDeviceTypes> devices;
+};
+
 class Autocast {
  public:
   // dtype defaults to the device type's: bfloat16 on the CPU, float16 on CUDA.
@@ -40,23 +50,11 @@ class Autocast {
 
  private:
   DeviceType device_;
-  bool enabled_;
-  DType dtype_;
-  bool cache_enabled_;
+  AutocastSnapshot::Device before_;  // the device type's state the guard found
 };
 
 bool is_autocast_enabled(DeviceType device);
 DType autocast_dtype(DeviceType device);
-
-// This thread's autocast state, every device type's.
-struct AutocastSnapshot {
-  struct Device {
-    bool enabled;
-    DType dtype;
-    bool cache_enabled;
-  };
-  std::array<Device, kNumDeviceTypes> devices;
-};
 AutocastSnapshot autocast_snapshot();
 
 // Runs its scope under a snapshot's state, as a region of its own, and puts back what it found.

@@ -10,7 +10,8 @@
 
 namespace ember {
 
-// The values are stored in files (the training checkpoint): new dtypes go at the end.
+// The values travel between processes (the distributed collectives' checks send them), so new
+// dtypes go at the end.
 enum class DType : uint8_t { Float32, Float64, Int64, UInt8, BFloat16, Float16 };
 
 inline constexpr DType kFloat32 = DType::Float32;
@@ -98,7 +99,7 @@ template <> struct dtype_of<float16> { static constexpr DType value = DType::Flo
 
 // Calls fn.template operator()<T>() with the C++ type of `t`, for the dtypes kernels compute in.
 // The 16-bit floats reach a kernel only where it says it takes them (Note [Sixteen-bit floats
-// through float32] in core/kernels.h), so a dtype missing here is a kernel that forgot to.
+// through float32] in core/through_float32.h), so a dtype missing here is a kernel that forgot to.
 template <class Fn>
 decltype(auto) dispatch(DType t, Fn&& fn) {
   switch (t) {

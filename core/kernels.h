@@ -99,7 +99,7 @@ class Kernel<R(Args...)> {
         const DType sixteen_bit = detail::sixteen_bit_dtype(args...);
         if (sixteen_bit != kFloat32 && !takes(native, sixteen_bit)) [[unlikely]] {
           if (!kernel_.stageable_) detail::no_sixteen_bit_kernel(kernel_.name_, sixteen_bit);
-          return detail::through_float32<R, Args...>(fn_, kernel_.writes_, args...);
+          return kernel_.staged(fn_, args...);
         }
       }
       return fn_(args...);
@@ -400,4 +400,4 @@ inline Kernel<FingerprintFn> fingerprint{"fingerprint", Writes{}};
 
 }  // namespace ember::kernels
 
-#include "core/through_float32.h"  // the definitions of detail::through_float32 and any_sixteen_bit
+#include "core/through_float32.h"  // the definitions of detail::through_float32 and sixteen_bit_dtype

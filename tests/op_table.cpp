@@ -293,6 +293,10 @@ std::string op_label(const OpRow& r) { return r.variant.empty() ? r.op : r.op + 
 
 uint64_t op_table_seed(size_t row) { return 1000 + row; }
 
+double column_tolerance(const OpRow& r, DType dtype) {
+  return is_sixteen_bit(dtype) ? r.sixteen_bit_steps * finfo(dtype).eps : r.float32_tolerance;
+}
+
 // The row's inputs in float64, from a seed of their own per row: the reference values every
 // column rounds from.
 std::vector<Tensor> make_op_inputs(const OpRow& r, uint64_t seed) {

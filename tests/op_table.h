@@ -69,6 +69,8 @@ struct OpRow {
 const std::vector<OpRow>& op_table();
 std::string op_label(const OpRow& r);  // "op (variant)"
 uint64_t op_table_seed(size_t row);    // the seed of row `row`'s inputs
+// The row's tolerance in a float32, bfloat16 or float16 column.
+double column_tolerance(const OpRow& r, DType dtype);
 
 // The row's inputs in float64 (the values every column rounds from), and those inputs converted
 // for one column: floating ones to `dtype` (leaves that require grad where differentiated), all

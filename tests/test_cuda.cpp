@@ -322,10 +322,9 @@ TEST(Cuda, OpTableMatchesCpu) {
   for (size_t i = 0; i < table.size(); ++i) {
     SCOPED_TRACE(testutil::op_label(table[i]));
     testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat64, kCUDA, 1e-10);
-    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCUDA, table[i].float32_tolerance);
-    for (DType dtype : {kBFloat16, kFloat16})
+    for (DType dtype : {kFloat32, kBFloat16, kFloat16})
       testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCUDA,
-                                     table[i].sixteen_bit_steps * finfo(dtype).eps);
+                                     testutil::column_tolerance(table[i], dtype));
   }
 }
 

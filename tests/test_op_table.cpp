@@ -37,7 +37,8 @@ TEST(OpTable, Float32MatchesFloat64) {
   const auto& table = testutil::op_table();
   for (size_t i = 0; i < table.size(); ++i) {
     SCOPED_TRACE(testutil::op_label(table[i]));
-    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCPU, table[i].float32_tolerance);
+    testutil::compare_with_float64(table[i], testutil::op_table_seed(i), kFloat32, kCPU,
+                                   testutil::column_tolerance(table[i], kFloat32));
   }
 }
 
@@ -49,7 +50,7 @@ TEST(OpTable, SixteenBitMatchesFloat64) {
     for (size_t i = 0; i < table.size(); ++i) {
       SCOPED_TRACE(testutil::op_label(table[i]) + " in " + dtype_name(dtype));
       testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCPU,
-                                     table[i].sixteen_bit_steps * finfo(dtype).eps);
+                                     testutil::column_tolerance(table[i], dtype));
     }
   }
 }
