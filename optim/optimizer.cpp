@@ -92,11 +92,22 @@ size_t Optimizer::first_index(size_t group) const {
   return index;
 }
 
-bool Optimizer::takes_fused_step(size_t index, const Tensor& p) const {
-  if (!fused_step_accepts(p, p.grad())) return false;
+bool Optimizer::takes_fused_step(size_t index, const Tensor& p, const Tensor& grad) const {
+  if (!fused_step_accepts(p, grad)) return false;
   for (const auto& [name, value] : state_[index])
     if (spec_of(name)->kind == StateKind::LikeParam && !fused_step_accepts(p, value)) return false;
   return true;
+}
+
+Float32Copies::Work Float32Copies::prepare(const Tensor& param) {
+  if (!is_sixteen_bit(param.dtype())) return {param, param.grad()};
+  Work work{param.to(kFloat32), param.grad().to(kFloat32)};
+  copies_.emplace_back(param, work.param);
+  return work;
+}
+
+void Float32Copies::write_back() const {
+  for (const auto& [param, copy] : copies_) param.copy_(copy);
 }
 
 void FusedBatches::add(FusedParam param) {
@@ -278,7 +289,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   for (size_t i = 0; i < next.size(); ++i) {
     const Tensor& p = param(i);
     for (auto& [name, value] : next[i])
-      value = spec_of(name)->kind == StateKind::LikeParam ? value.to(p.device()).to(p.dtype()).clone()
+      value = spec_of(name)->kind == StateKind::LikeParam ? value.to(p.device()).to(state_dtype(p)).clone()
                                                           : value.to(kCPU).to(kInt64).clone();
   }
   state_ = std::move(next);

@@ -23,13 +23,15 @@
 //     param_groups.<g>.<name>   float64 [] every hyper-parameter of group g (lr, momentum, ...;
 //                                          booleans as 0 or 1)
 //     state.<i>.<name>                     parameter i's state: float tensors shaped like the
-//                                          parameter (momentum_buffer, exp_avg, ...) and int64
+//                                          parameter (momentum_buffer, exp_avg, ...; float32 for
+//                                          a 16-bit parameter) and int64
 //                                          0-d counters (step), only once they exist
 // `fused` is not in the dict: it changes how the step is computed, not what.
 // The tensors are copies: stepping on does not change a saved dict. load_state_dict() checks the
 // whole dict against this optimizer (group sizes, state names and shapes, every hyper-parameter
-// present, no unknown key) before it changes anything, then copies the state onto the device and
-// dtype of each parameter; the hyper-parameters of the dict replace the optimizer's, as PyTorch.
+// present, no unknown key) before it changes anything, then copies the state onto the device of
+// each parameter, in its state_dtype; the hyper-parameters of the dict replace the optimizer's,
+// as PyTorch.
 #include <cstddef>
 #include <map>
 #include <string>
@@ -114,9 +116,9 @@ class Optimizer {
   ParamState& state(size_t param_index) { return state_[param_index]; }
   void check_group(size_t group) const;
   void check_lr(double lr) const;
-  // Whether parameter p (number `index`) can take the fused step: its grad and every state
-  // tensor shaped like it pass fused_step_accepts.
-  bool takes_fused_step(size_t index, const Tensor& p) const;
+  // Whether parameter p (number `index`) can take the fused step with `grad`: the grad and every
+  // state tensor shaped like it pass fused_step_accepts.
+  bool takes_fused_step(size_t index, const Tensor& p, const Tensor& grad) const;
 
  private:
   // Implemented once, by OptimizerWith<Options>.
@@ -137,6 +139,31 @@ class Optimizer {
   std::vector<StateSpec> state_specs_;
   std::vector<ParamState> state_;  // by parameter index
 };
+
+// Note [Sixteen-bit parameters step in float32]
+// A bfloat16 weight holds 8 significant bits: an update smaller than 1/256 of the weight rounds
+// away, and a moment (Adam's exp_avg_sq is a square) kept in bfloat16 loses most of what it
+// averages. So a 16-bit parameter steps as a float32 copy of itself and of its gradient: the
+// update rule, fused or composed, runs in float32 against state kept in float32 (state_dtype),
+// and the result is rounded into the parameter once. PyTorch keeps the state in the parameter's
+// dtype; here the state costs two bytes more per element and per state tensor, and the step
+// loses no more than the parameter's own rounding.
+class Float32Copies {
+ public:
+  struct Work {
+    Tensor param, grad;  // what the update rule steps: the parameter's own, or float32 copies
+  };
+  Work prepare(const Tensor& param);
+  void write_back() const;  // each copy rounded into its parameter
+
+ private:
+  std::vector<std::pair<Tensor, Tensor>> copies_;  // (16-bit parameter, its float32 copy)
+};
+
+// The dtype of a parameter's state: its own, float32 for a 16-bit one.
+inline DType state_dtype(const Tensor& param) {
+  return is_sixteen_bit(param.dtype()) ? kFloat32 : param.dtype();
+}
 
 // The parameters of one group that take the fused step, in batches of one device and dtype:
 // one fused_optimizer_step each.
@@ -185,6 +212,7 @@ class OptimizerWith : public Optimizer {
   // makes their state and returns their FusedParam, and updated together by rule(options), one
   // fused_optimizer_step per device and dtype. The others, and every parameter of a group with
   // `fused` off, go through reference(param, grad, options, state), the composed update.
+  // A 16-bit parameter steps as a float32 copy (Note [Sixteen-bit parameters step in float32]).
   template <class Rule, class Fused, class Reference>
   void step_params(Rule rule, Fused fused, Reference reference) {
     NoGradGuard no_grad;
@@ -192,15 +220,18 @@ class OptimizerWith : public Optimizer {
     for (size_t g = 0; g < num_param_groups(); ++g) {
       const Options& o = options_[g];
       FusedBatches batches;
-      for (const Tensor& p : params(g)) {
-        const Tensor& grad = p.grad();
-        if (grad.defined()) {
-          if (o.fused_ && takes_fused_step(index, p)) batches.add(fused(p, grad, o, state(index)));
-          else reference(p, grad, o, state(index));
+      Float32Copies copies;
+      for (const Tensor& param : params(g)) {
+        if (param.grad().defined()) {
+          const Float32Copies::Work work = copies.prepare(param);
+          if (o.fused_ && takes_fused_step(index, work.param, work.grad))
+            batches.add(fused(work.param, work.grad, o, state(index)));
+          else reference(work.param, work.grad, o, state(index));
         }
         ++index;
       }
       batches.run(rule(o));
+      copies.write_back();
     }
   }
 

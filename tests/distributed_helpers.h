@@ -3,7 +3,6 @@
 // checkpointed), a fixed global batch, and a few SGD steps on it.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "optim/sgd.h"
+#include "tests/test_helpers.h"
 #include "utils/checkpoint.h"
 
 namespace ember::testutil {
@@ -49,12 +49,6 @@ inline Tensor parameter(const nn::Module& model, const std::string& name) {
     if (n == name) return p;
   ADD_FAILURE() << "no parameter " << name;
   return Tensor();
-}
-
-// Both tensors hold exactly the same bits.
-inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.nbytes()) == 0;
 }
 
 inline double max_abs_difference(const Tensor& a, const Tensor& b) { return max(abs(a - b)).item(); }

@@ -9,13 +9,16 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/autograd/grad_mode.h"
 #include "core/generator.h"
+#include "core/grad_unscale.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 #include "tests/op_table.h"
@@ -26,6 +29,7 @@
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"
+#include "optim/grad_scaler.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
@@ -1008,6 +1012,47 @@ TEST(Cuda, FusedOptimizerStepMatchesCpuBitwise) {
         expect_same_bits(gpu_state.at(key), value, what + ", " + key);
       }
     }
+}
+
+// GradScaler's fused unscale (Note [Unscaling gradients in one pass]): the CPU kernel's bits for
+// every floating dtype, a gradient past one launch's blocks, found_inf raised by a NaN on the
+// device; and a scaler over an optimizer whose parameters are on both devices skips the step
+// when only the CUDA gradient overflowed.
+TEST(Cuda, GradScalerUnscaleMatchesCpuBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  NoGradGuard no_grad;
+  manual_seed(3);
+  for (bool poisoned : {false, true}) {
+    std::vector<Tensor> cpu = {randn({3000, 700}) * 100.0, randn({5}, kFloat64), randn({9, 4}).to(kBFloat16),
+                               randn({6, 8}).to(kFloat16), zeros({0})};
+    if (poisoned) cpu[2].select(0, 7).fill_(std::numeric_limits<double>::quiet_NaN());
+    std::vector<Tensor> gpu;
+    for (const Tensor& g : cpu) gpu.push_back(g.to(kCUDA));
+    const Tensor cpu_found = zeros({1}), gpu_found = zeros({1}, TensorOptions(kFloat32).with_device(kCUDA));
+    non_finite_check_and_unscale_(cpu, cpu_found, 1.0 / 4096.0);
+    non_finite_check_and_unscale_(gpu, gpu_found, 1.0 / 4096.0);
+    EXPECT_EQ(gpu_found.item(), poisoned ? 1.0 : 0.0);
+    EXPECT_EQ(cpu_found.item(), gpu_found.item());
+    for (size_t i = 0; i < cpu.size(); ++i) expect_same_bits(gpu[i], cpu[i], "gradient " + std::to_string(i));
+  }
+}
+
+TEST(Cuda, GradScalerSkipsWhenOneDeviceOverflows) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Tensor on_cpu = ones({4}).requires_grad_();
+  const Tensor on_gpu = ones({4}, TensorOptions(kFloat32).with_device(kCUDA)).requires_grad_();
+  optim::SGD opt({on_cpu, on_gpu}, optim::SGDOptions(0.5));
+  optim::GradScaler scaler;
+  for (double gpu_factor : {std::numeric_limits<double>::infinity(), 1.0}) {
+    opt.zero_grad();
+    const Tensor loss = sum(on_cpu) + sum(on_gpu * gpu_factor).to(kCPU);
+    scaler.scale(loss).backward();
+    EXPECT_EQ(scaler.step(opt), std::isfinite(gpu_factor));
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  EXPECT_EQ(on_cpu.detach().to_vector<float>(), std::vector<float>(4, 0.5f));
+  EXPECT_EQ(on_gpu.detach().to(kCPU).to_vector<float>(), std::vector<float>(4, 0.5f));
 }
 
 TEST(Cuda, EmptySlotIsAClearError) {

@@ -2,6 +2,7 @@
 // Assertions shared by the test files.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ std::string error_of(Fn fn) {
   }
   ADD_FAILURE() << "expected an ember::Error";
   return "";
+}
+
+// Both tensors hold exactly the same bits (-0 is not +0, a NaN must be the same NaN), on any
+// devices.
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  if (a.nbytes() == 0) return true;
+  const Tensor ca = a.to(kCPU).contiguous(), cb = b.to(kCPU).contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
 // Every element, in row-major order, as doubles.

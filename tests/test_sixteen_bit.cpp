@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/autograd/grad_mode.h"
 #include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops.h"
@@ -241,8 +242,8 @@ TEST(SixteenBit, ModulesConvertAndComputeCloseToFloat32) {
   }
 }
 
-// The optimizers take 16-bit parameters through the composed update (the fused step takes
-// float32 and float64): a few steps on a bfloat16 model lower its loss.
+// The optimizers take 16-bit parameters: a few steps on a bfloat16 or float16 model lower its
+// loss.
 TEST(SixteenBit, OptimizersStepSixteenBitParameters) {
   for (DType d : {kBFloat16, kFloat16}) {
     SCOPED_TRACE(dtype_name(d));
@@ -261,6 +262,40 @@ TEST(SixteenBit, OptimizersStepSixteenBitParameters) {
     EXPECT_EQ(model.weight.dtype(), d);
     EXPECT_LT(loss().item(), 0.5 * first);
   }
+}
+
+// A 16-bit parameter steps as a float32 copy against float32 state (Note [Sixteen-bit
+// parameters step in float32]): bitwise the float32 step of the widened parameter, rounded once,
+// fused or composed, and the state survives a state_dict round trip in float32.
+TEST(SixteenBit, SixteenBitParametersStepInFloat32) {
+  for (DType d : {kBFloat16, kFloat16})
+    for (bool fused : {true, false}) {
+      SCOPED_TRACE(dtype_name(d) + (fused ? std::string(" fused") : std::string(" composed")));
+      manual_seed(3);
+      const Tensor half = randn({5, 7}).to(d).requires_grad_();
+      const Tensor wide = half.detach().to(kFloat32).requires_grad_();
+      optim::Adam a({half}, optim::AdamOptions(0.01).fused(fused));
+      optim::Adam b({wide}, optim::AdamOptions(0.01).fused(fused));
+      for (int step = 0; step < 3; ++step) {
+        const Tensor g = randn({5, 7}).to(d);
+        half.set_grad(g);
+        wide.set_grad(g.to(kFloat32));
+        a.step();
+        b.step();
+        EXPECT_EQ(half.dtype(), d);
+        EXPECT_TRUE(testutil::bitwise_equal(half, wide.detach().to(d))) << "step " << step;
+        NoGradGuard no_grad;
+        wide.copy_(half);  // both go on from the rounded parameter
+      }
+      const optim::StateDict state = a.state_dict();
+      for (const char* key : {"state.0.exp_avg", "state.0.exp_avg_sq"}) {
+        EXPECT_EQ(state.at(key).dtype(), kFloat32) << key;
+        EXPECT_TRUE(testutil::bitwise_equal(state.at(key), b.state_dict().at(key))) << key;
+      }
+      optim::Adam resumed({half}, optim::AdamOptions(0.01).fused(fused));
+      resumed.load_state_dict(state);
+      EXPECT_EQ(resumed.state_dict().at("state.0.exp_avg").dtype(), kFloat32);
+    }
 }
 
 }  // namespace
