@@ -90,7 +90,7 @@ def make_gpt(torch, cfg):
             q, k, v = (part.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
                        for part in self.qkv(x).chunk(3, dim=-1))
             scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads)
-            causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
             y = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
             return F.dropout(self.out_proj(y.transpose(1, 2).reshape(b, t, d)), self.p, self.training)
 
@@ -116,7 +116,7 @@ def make_gpt(torch, cfg):
             self.lm_head = nn.Linear(d, c["vocab_size"], bias=False)
 
         def forward(self, ids):
-            h = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1])))
+            h = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1], device=ids.device)))
             for block in self.blocks:
                 h = block(h)
             return self.lm_head(self.ln_f(h))

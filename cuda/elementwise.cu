@@ -34,7 +34,22 @@ struct DeviceFunctions {
   template <class C> __device__ static math::ErfAndGaussian<C> erf_and_gaussian(C v) { return {erf(v), exp(-v * v)}; }
   template <class C> __device__ static C sqrt(C v) { if constexpr (kFloat<C>) return ::sqrtf(v); else return ::sqrt(v); }
   template <class C> __device__ static C abs(C v) { if constexpr (kFloat<C>) return ::fabsf(v); else return ::fabs(v); }
-  template <class C> __device__ static C pow(C v, C e) { if constexpr (kFloat<C>) return ::powf(v, e); else return ::pow(v, e); }
+  template <class C> __device__ static C pow(C v, C e) {
+    const C r = kFloat<C> ? ::powf(v, e) : ::pow(v, e);
+    return exact_integer_power(v, e) ? ::rint(r) : r;
+  }
+
+  // Note [Integer powers on the GPU]
+  // CUDA's pow is accurate to 2 ulp, not correctly rounded as the CPU's: 3^1 may come out as
+  // 2.9999999999999996, which an int64 result (integers compute in double) then truncates to 2.
+  // When base and exponent are integers, the exponent is not negative and the power is smaller
+  // than 2^mantissa bits, the true power is an integer the format holds, so the integer nearest to
+  // pow's result is it: rounding gives the CPU's exact answer, for int64 and floating tensors alike.
+  template <class C> __device__ static bool exact_integer_power(C v, C e) {
+    constexpr C kExactBelow = kFloat<C> ? C(16777216) : C(9007199254740992);  // 2^24, 2^53
+    return v == ::trunc(v) && e == ::trunc(e) && e >= C(0) && ::fabs(v) < kExactBelow &&
+           e * ::log2(::fabs(v) + C(1)) < (kFloat<C> ? C(24) : C(53));
+  }
 };
 
 template <class T, class Math>

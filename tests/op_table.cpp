@@ -211,7 +211,8 @@ std::vector<OpRow> make_table() {
               [](const V& x) { return avg_pool2d(x[0], {3, 2}, {2, 1}, {1, 1}, false); }));
   add_row(row("adaptive_avg_pool2d", {floating({2, 2, 6, 5})}, [](const V& x) { return adaptive_avg_pool2d(x[0], {3, 2}); }));
   add_row(row("batch_norm", {floating({4, 3, 2, 2}), floating({3}, 0.5, 1.5), floating({3})}, [](const V& x) {
-            const Tensor running_mean = zeros({3}, x[0].dtype()), running_var = ones({3}, x[0].dtype());
+            const TensorOptions stats = TensorOptions(x[0].dtype()).with_device(x[0].device());
+            const Tensor running_mean = zeros({3}, stats), running_var = ones({3}, stats);
             return batch_norm(x[0], running_mean, running_var, x[1], x[2], true, 0.1, 1e-5, false);
           }));
   add_row(with_reference(row("layer_norm", {floating({2, 3, 4}), floating({4}, 0.5, 1.5), floating({4})},
@@ -235,7 +236,7 @@ std::vector<OpRow> make_table() {
                                                                     floating({2, 4, 3}), mask({4, 4})},
                   [](const V& x) {
                     // every query keeps its own key, so no row of the mask is empty
-                    const Tensor keep = maximum(x[3], triu(causal_mask(4)));
+                    const Tensor keep = maximum(x[3], triu(causal_mask(4, x[3].device())));
                     return scaled_dot_product_attention(x[0], x[1], x[2], false, keep);
                   }) |
           accumulates);
