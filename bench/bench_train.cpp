@@ -7,6 +7,8 @@
 //   train_step/gpt/16             train_gpt's GPT (4 blocks, d 128, 4 heads), 16 windows of 128
 //                                 random tokens, AdamW lr 2e-3 betas (0.9, 0.99), weight decay 0.1 on
 //                                 the Linear weights; cross-entropy over every position
+//   train_step_bf16/<model>/<batch>  the same step, its forward and loss under bfloat16 autocast
+//                                 (as the examples' --amp bf16; backward and step outside it)
 //   forward/<model>/<batch>       the model's forward alone, in training mode with autograd on
 //                                 (records the graph, as a training forward does), then dropped
 //   optimizer_step/<model>/<batch>  the optimizer step alone, over the gradients of one training
@@ -38,6 +40,7 @@
 #include <cmath>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "bench/bench_common.h"
@@ -53,10 +56,11 @@ using ember::bench::Setup;
 
 bool fused_optimizer = true;  // --optimizer
 
-void train_step_case(benchmark::State& state, const ModelCase& m) {
-  const std::string name = "train_step/" + m.name;
+void train_step_case(benchmark::State& state, const ModelCase& m, std::optional<ember::DType> amp) {
+  const std::string name = (amp ? "train_step_bf16/" : "train_step/") + m.name;
   try {
     Setup s(m, ember::kCPU, fused_optimizer);
+    s.amp = amp;
     check_step(name, s);
     double optimizer_seconds = 0.0;
     const Tensor loss = ember::bench::time_steps(state, [&] { return s.train_step(&optimizer_seconds); });
@@ -97,7 +101,10 @@ void forward_case(benchmark::State& state, const ModelCase& m) {
 void register_all() {
   for (const ModelCase& m : kModels) {
     const std::string suffix = "/" + m.name + "/" + std::to_string(m.batch);
-    benchmark::RegisterBenchmark(("train_step" + suffix).c_str(), train_step_case, m)
+    benchmark::RegisterBenchmark(("train_step" + suffix).c_str(), train_step_case, m, std::nullopt)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("train_step_bf16" + suffix).c_str(), train_step_case, m, ember::kBFloat16)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("forward" + suffix).c_str(), forward_case, m)

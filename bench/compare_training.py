@@ -7,8 +7,9 @@ Runs BENCH_TRAIN (default build/release/bench/bench_train) with --benchmark_form
 times the same cases in PyTorch with torch.set_num_threads(N), and prints one table: case,
 ember ms, torch ms, ember/torch (above 1: ember is slower), and images/s on each side.
 
-The cases (bench/bench_train.cpp) are "train_step/<model>/<batch>", "forward/<model>/<batch>" and
-"optimizer_step/<model>/<batch>" for the models of examples/models.h, rebuilt here with the same
+The cases (bench/bench_train.cpp) are "train_step/<model>/<batch>", "train_step_bf16/<model>/<batch>"
+(the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16)), "forward/<model>/<batch>"
+and "optimizer_step/<model>/<batch>" for the models of examples/models.h, rebuilt here with the same
 architecture:
   mlp       784-512-512-10, ReLU and Dropout(0.2) after each hidden layer;
             SGD lr 0.05, momentum 0.9
@@ -146,8 +147,9 @@ def make_torch_step(torch, models, kind, model_name, batch):
         return (lambda: model(x)), (lambda: None)
 
     def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "train_step_bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -165,7 +167,7 @@ def run_torch(torch, cases, threads, min_time, repetitions, warmup):
     models = make_models(torch)
     results = {}
     for case in cases:
-        m = re.fullmatch(r"(train_step|forward|optimizer_step)/(\w+)/(\d+)", case)
+        m = re.fullmatch(r"(train_step|train_step_bf16|forward|optimizer_step)/(\w+)/(\d+)", case)
         if not m or m.group(2) not in models:
             results[case] = "no PyTorch mapping"
             continue

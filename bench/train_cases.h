@@ -7,10 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include "core/autocast.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -80,6 +82,7 @@ struct Setup {
   std::unique_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   Tensor x, y;
+  std::optional<DType> amp;  // the forward and the loss under autocast of this dtype (--amp)
 
   Setup(const ModelCase& m, Device device, bool fused_optimizer = true) {
     manual_seed(0);
@@ -93,12 +96,18 @@ struct Setup {
   }
 
   // examples::fit's step, less its bookkeeping; returns the loss. The logits are [batch, classes]
-  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position. Adds the wall
+  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position; under `amp`, the
+// backward and the step run outside the region, as examples::fit's. Adds the wall
   // time of the optimizer step to `optimizer_seconds` when given (on the CPU, where the step is
   // synchronous).
   Tensor train_step(double* optimizer_seconds = nullptr) {
-    Tensor logits = (*model)(x);
-    Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+    Tensor loss;
+    {
+      std::optional<Autocast> autocast;
+      if (amp) autocast.emplace(x.device().type, *amp);
+      const Tensor logits = (*model)(x);
+      loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+    }
     optimizer->zero_grad();
     loss.backward();
     const auto start = std::chrono::steady_clock::now();

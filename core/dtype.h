@@ -133,4 +133,15 @@ decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
   }
 }
 
+// Same, for the kernels that compute on every floating dtype, the 16-bit ones in float32 through
+// math::Compute (Note [Sixteen-bit elementwise loops] in core/cpu/elementwise.cpp).
+template <class Fn>
+decltype(auto) dispatch_floating_or_sixteen_bit(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::BFloat16: return fn.template operator()<bfloat16>();
+    case DType::Float16: return fn.template operator()<float16>();
+    default: return dispatch_floating(t, op, static_cast<Fn&&>(fn));
+  }
+}
+
 }  // namespace ember

@@ -179,13 +179,21 @@ TEST(SixteenBit, CastsCarryGradientsBackInTheInputsDtype) {
 
 // Kernels without a 16-bit path of their own are staged through float32: in-place ops write
 // through views, accumulating kernels see their output's old values.
+// A staged kernel (one without a 16-bit path): out = 10 x, its output argument 1.
+void probe_times_ten(const Tensor& x, const Tensor& out) { out.copy_(x * 10.0); }
+
 TEST(SixteenBit, StagedKernelsWriteThroughViewsAndAccumulate) {
+  kernels::Kernel<void(const Tensor&, const Tensor&)> times_ten{"probe_times_ten", kernels::Writes{1}};
+  kernels::add_kernel(times_ten, DeviceType::CPU, &probe_times_ten);
   for (DType d : {kBFloat16, kFloat16}) {
     SCOPED_TRACE(dtype_name(d));
     Tensor a = arange(6.0, d).reshape({2, 3});
     Tensor column = a.transpose(0, 1).select(0, 1);  // a[:, 1], a strided view
-    column.mul_(10.0);
+    times_ten[kCPU](column, column);                 // in place: staged, written back through the strides
     testutil::expect_near(a, {0, 10, 2, 3, 40, 5}, 0.0);
+    const Tensor b = a.clone();
+    b.transpose(0, 1).select(0, 1).mul_(0.1);  // the unary kernel's own 16-bit loop, through such a view
+    testutil::expect_near(b, {0, 1, 2, 3, 4, 5}, 0.0);
     // linear's product accumulates into its output, which holds the bias (Note [A bias in the
     // product]).
     const Tensor w = ones({2, 3}, d), bias = full({2}, 0.5, d);
@@ -195,6 +203,49 @@ TEST(SixteenBit, StagedKernelsWriteThroughViewsAndAccumulate) {
     sum(index_select(base, 0, tensor({0, 0, 2}, kInt64)) * 2.0).backward();
     EXPECT_EQ(base.grad().dtype(), d);
     testutil::expect_near(base.grad(), {4, 0, 2}, 0.0);
+  }
+}
+
+// Note [Sixteen-bit elementwise loops]: the CPU's unary, binary, where and masked_scale kernels
+// compute on 16-bit tensors themselves and give, bit for bit, their float32 result on the
+// widened inputs rounded once, which is what staging computed. Every op, at every SIMD level;
+// inputs of both signs (log of a negative is NaN on both paths), broadcast and transposed.
+TEST(SixteenBit, ElementwiseKernelsRoundTheirFloat32ResultOnce) {
+  using kernels::BinaryOp;
+  using kernels::UnaryOp;
+  manual_seed(41);
+  for (SimdLevel level : {SimdLevel::Baseline, SimdLevel::AVX2, SimdLevel::AVX512}) {
+    if (level > best_simd_level()) continue;
+    const testutil::SimdLevelScope at_level(level);
+    for (DType d : {kBFloat16, kFloat16}) {
+      SCOPED_TRACE(std::string(dtype_name(d)) + " at SIMD level " + simd_level_name(level));
+      const Tensor x = (randn({9, 7}) * 3.0).to(d).t(), y_row = (randn({1, 9}) * 3.0).to(d);
+      const Tensor y = y_row.expand({7, 9});
+      const Tensor wide_x = x.to(kFloat32), wide_y = y_row.to(kFloat32).expand({7, 9});
+      for (int i = 0; i < static_cast<int>(UnaryOp::Count); ++i) {
+        const auto op = static_cast<UnaryOp>(i);
+        SCOPED_TRACE("unary op " + std::to_string(i));
+        const Tensor got = empty({7, 9}, d), wide = empty({7, 9});
+        kernels::unary[kCPU](op, x, got, 0.5, 1.5);
+        kernels::unary[kCPU](op, wide_x, wide, 0.5, 1.5);
+        EXPECT_TRUE(testutil::bitwise_equal(got, wide.to(d)));
+      }
+      for (int i = 0; i < static_cast<int>(BinaryOp::Count); ++i) {
+        const auto op = static_cast<BinaryOp>(i);
+        SCOPED_TRACE("binary op " + std::to_string(i));
+        const DType out = kernels::is_comparison(op) ? kUInt8 : d;
+        const Tensor got = empty({7, 9}, out), wide = empty({7, 9}, kernels::is_comparison(op) ? kUInt8 : kFloat32);
+        kernels::binary[kCPU](op, x, y, got);
+        kernels::binary[kCPU](op, wide_x, wide_y, wide);
+        EXPECT_TRUE(testutil::bitwise_equal(got, wide.to(out)));
+      }
+      const Tensor keep = rand({7, 9}) < 0.6;
+      const Tensor got = empty({7, 9}, d), wide = empty({7, 9});
+      kernels::masked_scale[kCPU](x.contiguous(), keep, 1.0 / 0.6, got);  // its contract: contiguous
+      kernels::masked_scale[kCPU](wide_x.contiguous(), keep, 1.0 / 0.6, wide);
+      EXPECT_TRUE(testutil::bitwise_equal(got, wide.to(d)));
+      EXPECT_TRUE(testutil::bitwise_equal(where(keep, x, y), where(keep, wide_x, wide_y).to(d)));
+    }
   }
 }
 

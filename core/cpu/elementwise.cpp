@@ -2,6 +2,15 @@
 // The op is chosen by a switch outside the loop; the loop body is a functor of the shared math
 // table (Note [One math table]) that the compiler inlines, so there is no call per element (see
 // Note [CPU elementwise loops]).
+//
+// Note [Sixteen-bit elementwise loops]
+// unary, binary, where and masked_scale compute on bfloat16 and float16 themselves rather than
+// being staged through float32 copies (Note [Sixteen-bit floats through float32]): each element
+// widens to float32 as it is loaded (math::Compute), the math runs in float32, and the result
+// rounds once as it is stored, which is what staging computes, without its two conversion
+// passes and float32 temporaries. Widening is a shift (bfloat16) or a few integer operations
+// (float16) and the rounding is integer arithmetic with a select for NaN, so the loops still
+// vectorise under simd_dispatch.
 #include <cmath>
 
 #include "core/convert.h"
@@ -73,7 +82,7 @@ void unary_loop(const Tensor& x, const Tensor& out, F f) {
 }
 
 void unary_cpu(kernels::UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     using C = Compute<T>;
     const bool known = math::visit_unary(op, [&]<kernels::UnaryOp kOp>() {
       unary_loop<T>(x, out, math::UnaryMath<kOp, C, HostFunctions>{static_cast<C>(a), static_cast<C>(b)});
@@ -104,7 +113,7 @@ void binary_loop(const Tensor& x, const Tensor& y, const Tensor& out, F f) {
 }
 
 void binary_cpu(kernels::BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     const bool known = math::visit_binary(op, [&]<kernels::BinaryOp kOp>() {
       binary_loop<T, math::BinaryResult<kOp, T>>(x, y, out, math::BinaryMath<kOp, Compute<T>, HostFunctions>{});
     });
@@ -113,7 +122,7 @@ void binary_cpu(kernels::BinaryOp op, const Tensor& x, const Tensor& y, const Te
 }
 
 void where_cpu(const Tensor& cond, const Tensor& x, const Tensor& y, const Tensor& out) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     for_each_row<4>({&out, &cond, &x, &y}, [&](auto p, auto s, int64_t n) {
       T* o = at<T>(p[0]);
       const uint8_t* c = at<uint8_t>(p[1]);
@@ -127,13 +136,13 @@ void where_cpu(const Tensor& cond, const Tensor& x, const Tensor& y, const Tenso
 // One contiguous row, its pointers taken as values (Note [Row loops take values] in
 // core/cpu/softmax.cpp).
 template <class T>
-void masked_scale_row(const T* x, const uint8_t* keep, T* out, int64_t n, T scale) {
-  for (int64_t i = 0; i < n; ++i) out[i] = math::masked_scale(keep[i], x[i], scale);
+void masked_scale_row(const T* x, const uint8_t* keep, T* out, int64_t n, Compute<T> scale) {
+  for (int64_t i = 0; i < n; ++i) out[i] = convert<T>(math::masked_scale(keep[i], static_cast<Compute<T>>(x[i]), scale));
 }
 
 void masked_scale_cpu(const Tensor& x, const Tensor& mask, double scale, const Tensor& out) {
-  dispatch_floating(x.dtype(), "masked_scale", [&]<class T>() {
-    const T s = static_cast<T>(scale);
+  dispatch_floating_or_sixteen_bit(x.dtype(), "masked_scale", [&]<class T>() {
+    const Compute<T> s = static_cast<Compute<T>>(scale);
     // contiguous operands of one shape coalesce into one row, which for_each_row cuts into chunks
     for_each_row<3>({&out, &x, &mask}, [s](auto p, auto, int64_t n) {
       simd_dispatch([&] { masked_scale_row(at<T>(p[1]), at<uint8_t>(p[2]), at<T>(p[0]), n, s); });
@@ -141,12 +150,13 @@ void masked_scale_cpu(const Tensor& x, const Tensor& mask, double scale, const T
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu, kernels::SixteenBit::Native) &&
-                        kernels::add_kernel(kernels::masked_scale, DeviceType::CPU, &masked_scale_cpu) &&
-                        kernels::add_kernel(kernels::copy, DeviceType::CPU, &copy_cpu, kernels::SixteenBit::Native) &&
-                        kernels::add_kernel(kernels::unary, DeviceType::CPU, &unary_cpu) &&
-                        kernels::add_kernel(kernels::binary, DeviceType::CPU, &binary_cpu) &&
-                        kernels::add_kernel(kernels::where, DeviceType::CPU, &where_cpu);
+constexpr auto kNative = kernels::SixteenBit::Native;
+const bool registered = kernels::add_kernel(kernels::fill, DeviceType::CPU, &fill_cpu, kNative) &&
+                        kernels::add_kernel(kernels::masked_scale, DeviceType::CPU, &masked_scale_cpu, kNative) &&
+                        kernels::add_kernel(kernels::copy, DeviceType::CPU, &copy_cpu, kNative) &&
+                        kernels::add_kernel(kernels::unary, DeviceType::CPU, &unary_cpu, kNative) &&
+                        kernels::add_kernel(kernels::binary, DeviceType::CPU, &binary_cpu, kNative) &&
+                        kernels::add_kernel(kernels::where, DeviceType::CPU, &where_cpu, kNative);
 
 }  // namespace
 }  // namespace ember::cpu

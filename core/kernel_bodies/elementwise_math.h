@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/kernel_bodies/host_device.h"
+#include "core/kernel_bodies/reduced_float.h"
 
 namespace ember::kernels {
 
@@ -56,9 +57,11 @@ namespace ember::math {
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 
-// The compute type of T: floats compute in themselves, integers in double.
+// The compute type of T: float32 and float64 compute in themselves, the 16-bit floats in float32
+// (Note [Sixteen-bit floats]: each op's result rounds once), integers in double.
 template <class T>
-using Compute = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+using Compute = std::conditional_t<std::is_floating_point_v<T>, T,
+                                   std::conditional_t<is_sixteen_bit_float<T>, float, double>>;
 
 template <class C>
 struct ErfAndGaussian {
