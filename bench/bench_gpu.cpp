@@ -2,12 +2,12 @@
 // batch 16 on a CUDA device (the cases of bench/train_cases.h, named as bench_train names them). bench/compare_gpu.py
 // times the same steps in PyTorch on the same GPU and reads this program's output:
 //
-//   bench_gpu [--tf32] [--device cuda:N] [--repetitions R] [--min-time S] [--warmup W]
-//             [--only MODEL] [--profile-step]
+//   bench_gpu [--tf32] [--amp bf16|fp16] [--device cuda:N] [--repetitions R] [--min-time S]
+//             [--warmup W] [--only MODEL] [--profile-step]
 //
 // One JSON object per line on stdout, one per case:
-//   {"case": "train_step/mlp/128", "device": "cuda:0", "tf32": false, "median_ms": ..., "min_ms": ...,
-//    "steps_per_block": K, "repetitions": R, "images_per_s": ..., "final_loss": ...}
+//   {"case": "train_step/mlp/128", "device": "cuda:0", "tf32": false, "amp": "none", "median_ms": ...,
+//    "min_ms": ..., "steps_per_block": K, "repetitions": R, "images_per_s": ..., "final_loss": ...}
 // or {"case": ..., "error": "..."} when the case failed (then the exit status is 1).
 //
 // Method (as bench/compare_torch.py's): W warm-up steps (module loading, cuBLAS handles and the
@@ -19,6 +19,8 @@
 // --tf32 lets cuBLAS use TF32 tensor cores for float32 matrix products (CUBLAS_TF32_TENSOR_OP_MATH
 // on ember's handle): ember's convolutions are matrix products too, so this is what PyTorch's
 // allow_tf32 for matmul and cuDNN means. Without it, cuBLAS's default math: IEEE float32.
+// --amp bf16|fp16 runs each step's forward and loss under CUDA autocast of that dtype (Note
+// [Autocast] in core/autocast.h), as the examples' --amp and torch.autocast("cuda", dtype) do.
 //
 // --only MODEL (mlp, resnet20 or gpt) runs that case alone. --profile-step, for a profiler started
 // with its collection off (ncu --profile-from-start off), brackets exactly one training step,
@@ -48,6 +50,7 @@ namespace bench = ember::bench;
 
 struct Options {
   bool tf32 = false;
+  std::string amp = "none";
   int device = 0;
   int repetitions = 10;
   double min_time_s = 0.2;
@@ -58,8 +61,8 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_gpu: " << why
-            << "\nusage: bench_gpu [--tf32] [--device cuda:N] [--repetitions R] [--min-time S] [--warmup W]"
-               " [--only MODEL] [--profile-step]\n";
+            << "\nusage: bench_gpu [--tf32] [--amp bf16|fp16] [--device cuda:N] [--repetitions R] [--min-time S]"
+               " [--warmup W] [--only MODEL] [--profile-step]\n";
   std::exit(2);
 }
 
@@ -91,6 +94,10 @@ Options parse(int argc, char** argv) {
       o.min_time_s = parse_number(flag, value, 0);
     } else if (flag == "--warmup") {
       o.warmup = static_cast<int>(parse_number(flag, value, 0));
+    } else if (flag == "--amp") {
+      o.amp = value;
+      if (o.amp != "bf16" && o.amp != "fp16" && o.amp != "none")
+        usage("--amp: expected bf16, fp16 or none, got '" + o.amp + "'");
     } else if (flag == "--only") {
       o.only = value;
       bool known = false;
@@ -135,9 +142,10 @@ bool run_case(const bench::ModelCase& m, const Options& o) {
   const ember::Device device(ember::DeviceType::CUDA, o.device);
   std::ostringstream line;
   line << "{\"case\": " << quoted(name) << ", \"device\": \"cuda:" << o.device << "\", \"tf32\": "
-       << (o.tf32 ? "true" : "false");
+       << (o.tf32 ? "true" : "false") << ", \"amp\": " << quoted(o.amp);
   try {
     bench::Setup s(m, device);
+    if (o.amp != "none") s.amp = o.amp == "bf16" ? ember::kBFloat16 : ember::kFloat16;
     bench::check_step(name, s);
     Tensor loss;
     time_block(s, o.device, o.warmup, loss);

@@ -4,15 +4,18 @@
     bench/compare_gpu.py [--bench BENCH_GPU] [--json out.json] [--repetitions R] [--min-time S]
                          [--warmup W]
 
-Runs BENCH_GPU (default build/gpu/bench/bench_gpu) twice, without and with --tf32, reads its JSON
-lines, then times the same cases in PyTorch on the same GPU (device cuda:0), and prints two tables,
-one per setting, with the same columns as compare_training.py: case, ember ms, torch ms,
-ember/torch (above 1: ember is slower) and images/s on each side.
+Runs BENCH_GPU (default build/gpu/bench/bench_gpu) three times, reads its JSON lines, then times
+the same cases in PyTorch on the same GPU (device cuda:0), and prints three tables, one per
+setting, with the same columns as compare_training.py: case, ember ms, torch ms, ember/torch
+(above 1: ember is slower) and images/s on each side.
 
   TF32 off   both sides compute float32 matrix products in IEEE float32: ember with cuBLAS's
              default math; PyTorch with matmul and cuDNN TF32 disallowed.
   TF32 on    both may use TF32 tensor cores: ember's cuBLAS handle in CUBLAS_TF32_TENSOR_OP_MATH
              (its convolutions are cuBLAS products); PyTorch with TF32 allowed for matmul and cuDNN.
+  bf16       the forward and the loss under bfloat16 autocast on both sides (bench_gpu --amp bf16,
+             torch.autocast("cuda", dtype=torch.bfloat16)), the backward and the step outside it,
+             TF32 off for what stays in float32.
 
 The cases, models and hyper-parameters are bench_train's (bench/train_cases.h); the PyTorch models
 are compare_training.py's (imported from it). The method is bench_gpu's: W warm-up steps, then R
@@ -48,10 +51,10 @@ def parse_args():
     return p.parse_args()
 
 
-def run_ember(args, tf32):
+def run_ember(args, tf32, amp):
     """{case: result dict} from bench_gpu's JSON lines; a failed case carries "error"."""
     cmd = [args.bench, "--repetitions", str(args.repetitions), "--min-time", str(args.min_time),
-           "--warmup", str(args.warmup)] + (["--tf32"] if tf32 else [])
+           "--warmup", str(args.warmup), "--amp", amp] + (["--tf32"] if tf32 else [])
     print("ember: " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
@@ -82,8 +85,9 @@ def batch_of(case):
     return int(case.rsplit("/", 1)[1])
 
 
-def torch_step(torch, models, model_name, batch):
-    """The case's step on cuda:0, built as bench/train_cases.h builds ember's."""
+def torch_step(torch, models, model_name, batch, amp):
+    """The case's step on cuda:0, built as bench/train_cases.h builds ember's; under autocast of
+    `amp` ("bf16") for the forward and the loss."""
     F = torch.nn.functional
     make_model, make_optimizer, make_batch = models[model_name]
     device = torch.device("cuda:0")
@@ -95,8 +99,9 @@ def torch_step(torch, models, model_name, batch):
     last = {}
 
     def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp == "bf16"):
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -120,15 +125,15 @@ def time_torch(torch, step, args):
     return statistics.median(ms), min(ms), steps
 
 
-def run_torch(torch, cases, args, tf32):
+def run_torch(torch, cases, args, tf32, amp):
     set_tf32(torch, tf32)
     torch.backends.cudnn.benchmark = False
     models = make_models(torch)
     results = {}
     for case in cases:
         model_name = case.split("/")[1]
-        print(f"torch: {case} tf32={tf32}", file=sys.stderr, flush=True)
-        step, last = torch_step(torch, models, model_name, batch_of(case))
+        print(f"torch: {case} tf32={tf32} amp={amp}", file=sys.stderr, flush=True)
+        step, last = torch_step(torch, models, model_name, batch_of(case), amp)
         median, fastest, steps = time_torch(torch, step, args)
         results[case] = {"median_ms": median, "min_ms": fastest, "steps_per_block": steps,
                          "final_loss": float(last["loss"])}
@@ -172,12 +177,13 @@ def main():
               "min_time_s": args.min_time, "warmup_steps": args.warmup, "tables": {}}
     print(f"# {report['device']}; torch {torch.__version__} (CUDA {torch.version.cuda}); medians of "
           f"{args.repetitions} blocks of ~{args.min_time} s after {args.warmup} warm-up steps; ratio > 1: ember slower")
-    for tf32 in (False, True):
-        ember = run_ember(args, tf32)
-        torch_res = run_torch(torch, [c for c in ember if "median_ms" in ember[c]], args, tf32)
-        title = "TF32 allowed on both sides" if tf32 else "TF32 off on both sides (IEEE float32)"
-        report["tables"]["tf32" if tf32 else "ieee"] = {"ember": ember, "torch": torch_res,
-                                                        "rows": table(title, ember, torch_res)}
+    settings = [("ieee", False, "none", "TF32 off on both sides (IEEE float32)"),
+                ("tf32", True, "none", "TF32 allowed on both sides"),
+                ("bf16", False, "bf16", "bfloat16 autocast on both sides (TF32 off)")]
+    for key, tf32, amp, title in settings:
+        ember = run_ember(args, tf32, amp)
+        torch_res = run_torch(torch, [c for c in ember if "median_ms" in ember[c]], args, tf32, amp)
+        report["tables"][key] = {"ember": ember, "torch": torch_res, "rows": table(title, ember, torch_res)}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -25,27 +25,44 @@ thread_local std::unordered_map<const TensorImpl*, CachedCast> cache;
 
 State& state(DeviceType device) { return current.devices[static_cast<size_t>(device)]; }
 
-// PyTorch 2.15's CPU lists, for the ops ember has (tests/fixtures/autocast_cpu_dtypes.txt).
+// Note [Autocast's table]
+// One row per op autocast knows: what it does with the op's inputs on each device type (Keep:
+// nothing, the op computes in its inputs' dtype). The CPU column is PyTorch 2.15's CPU lists
+// (tests/fixtures/autocast_cpu_dtypes.txt), the CUDA column its CUDA lists, for the ops ember has
+// (autocast_cuda_dtypes.txt, written by PyTorch 2.11 on an H200: the GPU machine's). They differ:
+// on CUDA, the ops that lose accuracy in float16 (exp, log, rsqrt, pow, the sums, softmax,
+// cumsum, layer_norm) compute in float32 too, reflection and replication padding do not, and
+// binary_cross_entropy is refused, since a float16 probability near 0 or 1 rounds to it.
+using autocast::Policy;
 struct OpPolicy {
   const char* op;
-  autocast::Policy policy;
+  Policy cpu, cuda;
 };
 constexpr OpPolicy kPolicies[] = {
-    {"matmul", autocast::Policy::LowerPrecision},
-    {"linear", autocast::Policy::LowerPrecision},
-    {"einsum", autocast::Policy::LowerPrecision},
-    {"conv2d", autocast::Policy::LowerPrecision},
-    {"scaled_dot_product_attention", autocast::Policy::LowerPrecision},
-    {"cross_entropy", autocast::Policy::Float32},
-    {"nll_loss", autocast::Policy::Float32},
-    {"mse_loss", autocast::Policy::Float32},
-    {"l1_loss", autocast::Policy::Float32},
-    {"smooth_l1_loss", autocast::Policy::Float32},
-    {"huber_loss", autocast::Policy::Float32},
-    {"binary_cross_entropy", autocast::Policy::Float32},
-    {"binary_cross_entropy_with_logits", autocast::Policy::Float32},
-    {"reflection_pad", autocast::Policy::Float32},   // pad(..., PadMode::Reflect)
-    {"replication_pad", autocast::Policy::Float32},  // pad(..., PadMode::Replicate)
+    {"matmul", Policy::LowerPrecision, Policy::LowerPrecision},
+    {"linear", Policy::LowerPrecision, Policy::LowerPrecision},
+    {"einsum", Policy::LowerPrecision, Policy::LowerPrecision},
+    {"conv2d", Policy::LowerPrecision, Policy::LowerPrecision},
+    {"scaled_dot_product_attention", Policy::LowerPrecision, Policy::LowerPrecision},
+    {"cross_entropy", Policy::Float32, Policy::Float32},
+    {"nll_loss", Policy::Float32, Policy::Float32},
+    {"mse_loss", Policy::Float32, Policy::Float32},
+    {"l1_loss", Policy::Float32, Policy::Float32},
+    {"smooth_l1_loss", Policy::Float32, Policy::Float32},
+    {"huber_loss", Policy::Float32, Policy::Float32},
+    {"binary_cross_entropy", Policy::Float32, Policy::Refused},
+    {"binary_cross_entropy_with_logits", Policy::Float32, Policy::Float32},
+    {"reflection_pad", Policy::Float32, Policy::Keep},   // pad(..., PadMode::Reflect)
+    {"replication_pad", Policy::Float32, Policy::Keep},  // pad(..., PadMode::Replicate)
+    {"exp", Policy::Keep, Policy::Float32},
+    {"log", Policy::Keep, Policy::Float32},
+    {"rsqrt", Policy::Keep, Policy::Float32},
+    {"pow", Policy::Keep, Policy::Float32},
+    {"sum", Policy::Keep, Policy::Float32},
+    {"softmax", Policy::Keep, Policy::Float32},
+    {"log_softmax", Policy::Keep, Policy::Float32},
+    {"cumsum", Policy::Keep, Policy::Float32},
+    {"layer_norm", Policy::Keep, Policy::Float32},
 };
 
 void end_region() {
@@ -58,8 +75,6 @@ Autocast::Autocast(DeviceType device, std::optional<DType> dtype, bool enabled, 
     : device_(device), before_(state(device)) {
   const DType wanted = dtype.value_or(device == DeviceType::CPU ? kBFloat16 : kFloat16);
   EMBER_CHECK(is_sixteen_bit(wanted), "[autocast] computes in bfloat16 or float16, got ", wanted);
-  EMBER_CHECK(device == DeviceType::CPU || !enabled,
-              "[autocast] has CPU op lists only so far; CUDA's (issue 23) are not written yet");
   state(device) = {enabled, wanted, cache_enabled};
   ++regions;
 }
@@ -70,6 +85,12 @@ Autocast::~Autocast() {
 }
 
 AutocastSnapshot autocast_snapshot() { return current; }
+
+AutocastSnapshot autocast_off() {
+  AutocastSnapshot off = current;
+  for (State& d : off.devices) d.enabled = false;
+  return off;
+}
 
 AutocastRestore::AutocastRestore(const AutocastSnapshot& snapshot) : before_(current) {
   current = snapshot;
@@ -86,9 +107,9 @@ DType autocast_dtype(DeviceType device) { return state(device).dtype; }
 
 namespace autocast {
 
-std::optional<Policy> policy_of(const char* op) {
+std::optional<Policy> policy_of(const char* op, DeviceType device) {
   for (const OpPolicy& p : kPolicies)
-    if (std::strcmp(p.op, op) == 0) return p.policy;
+    if (std::strcmp(p.op, op) == 0) return device == DeviceType::CPU ? p.cpu : p.cuda;
   return std::nullopt;
 }
 
@@ -97,8 +118,12 @@ OpCast::OpCast(const char* op, const Tensor& any_input) {
   device_ = any_input.device().type;
   const State& s = state(device_);
   if (!s.enabled) return;
-  const auto policy = policy_of(op);
+  const auto policy = policy_of(op, device_);
   EMBER_CHECK(policy.has_value(), "[autocast] ", op, " is not on the casting table (core/autocast.cpp)");
+  EMBER_CHECK(*policy != Policy::Refused, "[", op, "] is refused under ", device_ == DeviceType::CPU ? "CPU" : "CUDA",
+              " autocast: a ", s.dtype, " probability near 0 or 1 rounds to it, and the loss is then inf; "
+              "compute the logits and call binary_cross_entropy_with_logits, which autocast runs in float32");
+  if (*policy == Policy::Keep) return;
   dtype_ = *policy == Policy::LowerPrecision ? s.dtype : kFloat32;
   active_ = true;
   op_casting = true;

@@ -4,10 +4,12 @@
 // Note [Autocast]
 // Inside an autocast region, the ops that gain from a 16-bit dtype (the products: matmul, linear,
 // einsum, conv2d, attention) cast their floating inputs to it, the ops that lose accuracy in it
-// (the losses, reflection and replication padding) cast theirs to float32, and every other op
-// computes in the dtype its inputs come in, so a ReLU after a bfloat16 product runs in bfloat16.
-// The lists are PyTorch 2.15's for the CPU, written once in `kPolicies` in core/autocast.cpp and
-// checked against PyTorch's output dtype for every op (tests/test_autocast.cpp).
+// (the losses; on the CPU reflection and replication padding; on CUDA also exp, log, pow, the
+// sums, softmax and layer_norm) cast theirs to float32, and every other op computes in the dtype
+// its inputs come in, so a ReLU after a bfloat16 product runs in bfloat16. The lists are
+// PyTorch's for each device type, written once in `kPolicies` in core/autocast.cpp (Note
+// [Autocast's table]) and checked against PyTorch's output dtype for every op
+// (tests/test_autocast.cpp, and Cuda.AutocastDtypesArePyTorchs in tests/test_cuda.cpp).
 //  - The state (enabled, dtype, cast cache on or off) is per device type and thread-local, like
 //    grad mode; an Autocast guard sets it for its scope and puts back what it found, so regions
 //    nest, and Autocast(device, dtype, false) turns autocast off inside one.
@@ -19,6 +21,8 @@
 //  - The cast of a float32 leaf that requires grad (a weight) to the region's dtype is cached
 //    until the outermost region ends, so a weight used by several ops converts once a step; its
 //    gradient flows back through the one cast and arrives in float32.
+//  - The backward engine runs with autocast off (autocast_off()), so a backward called inside a
+//    region computes each op's gradient in the dtypes its forward chose, as PyTorch's does.
 //  - Checkpointing records the state with the forward (AutocastSnapshot) and its recompute runs
 //    under it (AutocastRestore), so a recompute in a backward outside any region still computes
 //    in the forward's dtypes and gives the forward's bits.
@@ -56,6 +60,8 @@ class Autocast {
 bool is_autocast_enabled(DeviceType device);
 DType autocast_dtype(DeviceType device);
 AutocastSnapshot autocast_snapshot();
+// This thread's state with every device type's autocast off (the backward engine runs under it).
+AutocastSnapshot autocast_off();
 
 // Runs its scope under a snapshot's state, as a region of its own, and puts back what it found.
 class AutocastRestore {
@@ -71,12 +77,13 @@ class AutocastRestore {
 
 namespace autocast {
 
-// What an op on the table does with its inputs inside a region.
-enum class Policy { LowerPrecision, Float32 };
+// What an op on the table does with its inputs inside a region of a device type: nothing (Keep),
+// cast them to the region's dtype or to float32, or refuse to run.
+enum class Policy { Keep, LowerPrecision, Float32, Refused };
 
-// The policy of `op` (its name in core/ops.h, or a mode-specific name such as "reflection_pad"),
-// or none for ops autocast leaves alone.
-std::optional<Policy> policy_of(const char* op);
+// The policy of `op` (its name in core/ops.h, or a mode-specific name such as "reflection_pad")
+// on `device`, or none for ops that are not on the table.
+std::optional<Policy> policy_of(const char* op, DeviceType device);
 
 // Used at the top of an op on the table, with any floating input (its device picks the region):
 //   if (autocast::OpCast cast{"matmul", a}) return matmul(cast(a), cast(b));

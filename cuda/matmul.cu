@@ -1,4 +1,4 @@
-// Matmul on CUDA is cuBLAS's sgemm/dgemm, with the layout logic of core/cpu/matmul.cpp: a
+// Matmul on CUDA is cuBLAS's sgemm/dgemm (GemmEx for the 16-bit floats), with the layout logic of core/cpu/matmul.cpp: a
 // transposed view (column-major last two dims) is passed as a transpose flag rather than
 // copied, a batch is one strided-batched call per outer group (Note [Two batch levels] in
 // core/ops/matmul.cpp; batch strides may be 0), and a batch whose right operand is shared and
@@ -31,19 +31,48 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Note [Sixteen-bit products on cuBLAS]
+// bfloat16 and float16 operands go to cublasGemmStridedBatchedEx with float32 accumulation
+// (CUBLAS_COMPUTE_32F, float alpha and beta): the tensor cores multiply the 16-bit inputs and add
+// the products in float32, and each output rounds to its dtype once, as the staged path (convert,
+// sgemm, round: Note [Sixteen-bit floats through float32]) does, without its float32 copies of
+// the operands. Accumulating in 16 bits would lose the small terms of a long sum (docs/internals.md,
+// chapter 10).
+template <class T>
+constexpr cudaDataType_t kSixteenBitType = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
+
+// The type of alpha and beta: float for the 16-bit dtypes (their compute type), else T.
+template <class T>
+using GemmScalar = std::conditional_t<is_sixteen_bit_float<T>, float, T>;
+
 // Row-major out[i] = op(a[i]) @ op(b[i]) for i < batch, out[i] contiguous [m, n] (see the Note).
 template <class T>
 void gemm_batched(cublasHandle_t handle, GemmLayout la, GemmLayout lb, int64_t batch, int64_t m, int64_t n,
-                  int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out, T beta) {
-  const T one = 1;
+                  int64_t k, const T* a, int64_t stride_a, const T* b, int64_t stride_b, T* out, GemmScalar<T> beta) {
+  const GemmScalar<T> one = 1;
   const int im = to_int(m, "m"), in = to_int(n, "n"), ik = to_int(k, "k"), count = to_int(batch, "batch");
   const int lda = to_int(la.ld, "lda"), ldb = to_int(lb.ld, "ldb");
   if constexpr (std::is_same_v<T, float>) {
     CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
                                            stride_a, &beta, out, in, m * n, count));
-  } else {
+  } else if constexpr (std::is_same_v<T, double>) {
     CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op(lb), op(la), in, im, ik, &one, b, ldb, stride_b, a, lda,
                                            stride_a, &beta, out, in, m * n, count));
+  } else {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op(lb), op(la), in, im, ik, &one, b, kSixteenBitType<T>, ldb,
+                                            stride_b, a, kSixteenBitType<T>, lda, stride_a, &beta, out,
+                                            kSixteenBitType<T>, in, m * n, count, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+// The dtypes cuBLAS multiplies: float32 and float64, and the 16-bit floats (see the Note).
+template <class Fn>
+void dispatch_gemm(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::BFloat16: return fn.template operator()<bfloat16>();
+    case DType::Float16: return fn.template operator()<float16>();
+    default: return dispatch_floating(dtype, "matmul", static_cast<Fn&&>(fn));
   }
 }
 
@@ -57,9 +86,9 @@ void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
     return;
   }
   cublasHandle_t handle = cublas_handle(index);
-  dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
+  dispatch_gemm(a.dtype(), [&]<class T>() {
     const GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
-    const T beta = accumulate ? T(1) : T(0);
+    const GemmScalar<T> beta = accumulate ? 1 : 0;
     if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]
       gemm_batched<T>(handle, GemmLayout{false, k}, lb, 1, batch * m, n, k, a.data<T>(), 0, b.data<T>(), 0,
                       out.data<T>(), beta);
@@ -77,7 +106,8 @@ void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::matmul, DeviceType::CUDA, &matmul_cuda);
+const bool registered =
+    kernels::add_kernel(kernels::matmul, DeviceType::CUDA, &matmul_cuda, kernels::SixteenBit::Native);
 
 }  // namespace
 }  // namespace ember::cuda

@@ -4,15 +4,16 @@
 // the validation set; its loss is reported in nats and in bits per character (bpc = loss / ln 2).
 //   ./train_gpt                                    4 blocks, d = 128, 4 heads, context 128
 //   ./train_gpt --checkpoint blocks                each TransformerBlock but the last checkpointed
+//   ./train_gpt --amp bf16                         under bfloat16 autocast (examples/training.h)
 // --checkpoint none|blocks|sqrt|budget=MB as train_resnet (examples/checkpoint_mode.h), and the
 // common flags of examples/training.h: an "epoch" is one pass over the training windows, and
 // --train-limit counts windows. The last line printed is machine-readable:
-//   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=... step_peak_bytes=...
+//   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=... step_peak_bytes=... amp=...
 // (peak_bytes: the device's peak over the run; step_peak_bytes: a training step's, above what was
 // live before it, which is what --checkpoint budget=MB bounds).
 // --sweep trains nothing: it measures training steps (forward and backward) of 4, 8 and 16 blocks
-// under --checkpoint none, blocks and sqrt, the modes taking turns in --sweep-rounds rounds, and
-// prints a key=value line for each:
+// under --checkpoint none, blocks and sqrt (each under --amp), the modes taking turns in
+// --sweep-rounds rounds, and prints a key=value line for each:
 //   ./train_gpt --sweep --context 256
 // --export DIR also writes what the run trains on for bench/compare_gpt.py (Note [Exporting a run
 // for PyTorch]).
@@ -156,7 +157,12 @@ void sweep(Settings s, const examples::TrainConfig& config, Device device, int64
         memory::reset_peak(device);
         const auto start = Clock::now();
         const std::clock_t cpu_start = std::clock();
-        cross_entropy(mode.forward(x).flatten(0, 1), y.flatten()).backward();
+        Tensor loss;
+        {
+          const examples::AmpScope autocast(config.amp, device);
+          loss = cross_entropy(mode.forward(x).flatten(0, 1), y.flatten());
+        }
+        loss.backward();
         if (round == 0) continue;
         mode.ms.push_back(1000 * std::chrono::duration<double>(Clock::now() - start).count());
         mode.cpu_ms.push_back(1000 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
@@ -165,10 +171,11 @@ void sweep(Settings s, const examples::TrainConfig& config, Device device, int64
       }
     }
     for (const SweepMode& mode : modes) {
-      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s peak_bytes=%lld peak_ratio=%.3f "
+      std::printf("sweep layers=%lld context=%lld batch=%lld checkpoint=%s amp=%s peak_bytes=%lld peak_ratio=%.3f "
                   "step_ms=%.1f step_cpu_ms=%.1f time_ratio=%.3f rounds=%d\n",
                   static_cast<long long>(layers), static_cast<long long>(s.model.context),
-                  static_cast<long long>(config.batch_size), mode.kind, static_cast<long long>(mode.peak),
+                  static_cast<long long>(config.batch_size), mode.kind, config.amp.c_str(),
+                  static_cast<long long>(mode.peak),
                   static_cast<double>(mode.peak) / static_cast<double>(modes.front().peak), median_of(mode.ms),
                   median_of(mode.cpu_ms), median_of(mode.ratio), s.sweep_rounds);
       std::fflush(stdout);
@@ -243,10 +250,13 @@ int main(int argc, char** argv) {
 
     Tensor sample = randint(0, vocab.size(), {config.batch_size, s.model.context},
                             TensorOptions(kInt64).with_device(device));
-    examples::Forward forward = examples::checkpointed_forward(
-        {model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
-         [&model](const Tensor& h) { return model.head_forward(h); }},
-        mode, sample);
+    examples::Forward forward = [&] {
+      const examples::AmpScope autocast(config.amp, device);  // budget=MB profiles the step in its dtypes
+      return examples::checkpointed_forward(
+          {model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
+           [&model](const Tensor& h) { return model.head_forward(h); }},
+          mode, sample);
+    }();
     sample = Tensor();
     examples::RunResult r = examples::fit(model, forward, optimizer, schedule.get(), train, val, config, "train_gpt");
 
@@ -259,8 +269,9 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.top_k), static_cast<unsigned long long>(config.seed), story.c_str());
     }
     std::printf("result val_loss=%.4f bpc=%.4f steps=%lld tokens_per_s=%.0f peak_bytes=%lld checkpoint=%s "
-                "step_peak_bytes=%lld\n",
+                "step_peak_bytes=%lld amp=%s\n",
                 r.test_loss, bpc, static_cast<long long>(total_steps), r.images_per_s,
-                static_cast<long long>(r.peak_bytes), s.checkpoint.c_str(), static_cast<long long>(r.step_peak_bytes));
+                static_cast<long long>(r.peak_bytes), s.checkpoint.c_str(), static_cast<long long>(r.step_peak_bytes),
+                config.amp.c_str());
   });
 }

@@ -2,8 +2,9 @@
 // cosine learning-rate schedule.
 //   ./train_mlp --epochs 10
 //   mpirun -np 2 ./train_mlp --distributed   (data-parallel, examples/distributed_training.h)
+//   ./train_mlp --amp bf16                    (mixed precision, Note [Mixed-precision training steps])
 // Prints a progress bar per epoch, a summary, and last a machine-readable line:
-//   result test_acc=... epochs=... wall_s=... images_per_s=... peak_bytes=... model=mlp
+//   result test_acc=... epochs=... wall_s=... images_per_s=... peak_bytes=... amp=... model=mlp
 #include <cstdio>
 
 #include "data/idx.h"

@@ -5,7 +5,8 @@
 //   --checkpoint sqrt       the nine blocks in sqrt(9) = 3 segments (utils::checkpoint_sequential)
 //   --checkpoint budget=MB  segments chosen by the planner to fit a training step into MB
 // Data-parallel over processes: mpirun -np 2 ./train_resnet --distributed (examples/distributed_training.h).
-// The last line printed is machine-readable (result test_acc=... peak_bytes=... step_ms=...).
+// --amp bf16|fp16 trains under autocast (Note [Mixed-precision training steps] in examples/training.h).
+// The last line printed is machine-readable (result test_acc=... peak_bytes=... step_ms=... amp=...).
 #include <cstdio>
 
 #include "examples/checkpoint_mode.h"
@@ -44,10 +45,13 @@ int main(int argc, char** argv) {
                          optim::SGDOptions(config.lr).momentum(momentum).weight_decay(weight_decay));
     optim::CosineAnnealingLR schedule(optimizer, config.epochs * data.train->size());
     Tensor sample = randn({config.batch_size, 1, 28, 28}, TensorOptions(kFloat32).with_device(device));
-    examples::Forward forward = ranks.wrap(model, examples::checkpointed_forward(
-        {model, model.blocks, [&model](const Tensor& x) { return model.stem_forward(x); },
-         [&model](const Tensor& h) { return model.head_forward(h); }},
-        mode, sample));
+    examples::Forward forward = ranks.wrap(model, [&] {
+      const examples::AmpScope autocast(config.amp, device);  // budget=MB profiles the step in its dtypes
+      return examples::checkpointed_forward(
+          {model, model.blocks, [&model](const Tensor& x) { return model.stem_forward(x); },
+           [&model](const Tensor& h) { return model.head_forward(h); }},
+          mode, sample);
+    }());
     sample = Tensor();
     examples::RunResult r =
         examples::fit(model, forward, optimizer, &schedule, *data.train, *data.test, config, "train_resnet");

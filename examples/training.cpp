@@ -136,6 +136,18 @@ void add_common_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--checkpoint-path", c.checkpoint_path,
                  "where --save-every writes (default: <program>_checkpoint.safetensors)");
   app.add_option("--resume", c.resume, "continue training from this training checkpoint");
+  app.add_option("--amp", c.amp, "mixed precision: none (float32), bf16 or fp16 autocast (fp16 scales the loss)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
+}
+
+AmpScope::AmpScope(const std::string& amp, Device device) {
+  EMBER_CHECK(amp == "none" || amp == "bf16" || amp == "fp16", "[amp] expected none, bf16 or fp16, got '", amp, "'");
+  if (amp != "none") autocast_.emplace(device.type, amp == "bf16" ? kBFloat16 : kFloat16);
+}
+
+optim::GradScalerOptions amp_scaler_options(const std::string& amp) {
+  return optim::GradScalerOptions().enabled(amp == "fp16");
 }
 
 Device setup(const TrainConfig& c) {
@@ -174,10 +186,11 @@ int64_t correct_targets(const Tensor& output, const Tensor& target) {
 }
 }  // namespace
 
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
+  const AmpScope autocast(amp, device);
   int64_t correct = 0, total = 0;
   double loss_sum = 0;
   for (data::Batch& b : loader) {
@@ -200,12 +213,15 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   // Fail now rather than after the training the save was for.
   if (main && !c.save.empty()) utils::check_can_save(c.save, program);
   if (main && c.save_every > 0) utils::check_can_save(checkpoint_path, program);
-  const TrainingState state{model, optimizer, scheduler, train};
-  // A resumed run must see the data in the same order (Note [Training checkpoints]).
+  optim::GradScaler scaler(amp_scaler_options(c.amp));
+  const TrainingState state{model, optimizer, scheduler, train, &scaler};
+  // A resumed run must see the data in the same order (Note [Training checkpoints]), and compute
+  // in the same precision.
   const nn::Metadata run{{"program", program},
                          {"seed", std::to_string(c.seed)},
                          {"batch_size", std::to_string(c.batch_size)},
-                         {"train_limit", std::to_string(c.train_limit)}};
+                         {"train_limit", std::to_string(c.train_limit)},
+                         {"amp", c.amp}};
 
   memory::reset_peak(device);
   TrainingProgress done;
@@ -239,17 +255,22 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       const MemoryStats before = memory::stats(device);
       done.peak_bytes = std::max(done.peak_bytes, before.peak_bytes);
       memory::reset_peak(device);
-      Tensor logits = forward(x);
-      Tensor loss = target_loss(logits, y);
+      Tensor logits, loss;
+      {
+        const AmpScope autocast(c.amp, device);
+        logits = forward(x);
+        loss = target_loss(logits, y);
+      }
       // A NaN or infinite loss would step every weight to NaN and train on silently (a corrupted
       // checkpoint, a too-large lr): stop before the step, naming it.
       const double loss_value = loss.item();
       EMBER_CHECK(std::isfinite(loss_value), "[train] the loss is ", loss_value, " at step ", done.steps + 1,
                   " (epoch ", epoch, ", batch ", batch_index + 1, "); stopping before the optimizer step");
       optimizer.zero_grad();
-      loss.backward();
+      scaler.scale(loss).backward();
       step_peak = std::max(step_peak, memory::stats(device).peak_bytes - before.live_bytes);
-      optimizer.step();
+      scaler.step(optimizer);  // optimizer.step(), unless --amp fp16's scaled gradients overflowed
+      scaler.update();
       if (scheduler) scheduler->step();
       const int64_t n = y.numel();
       loss_sum += loss_value * static_cast<double>(n);
@@ -269,7 +290,7 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       done.wall_seconds += seconds_since(epoch_start);
       continue;
     }
-    const Evaluation tested = evaluate(model, test, device);
+    const Evaluation tested = evaluate(model, test, device, c.amp);
     done.test_loss = tested.loss;
     done.test_acc = tested.accuracy;
     done.epochs = epoch;
@@ -300,6 +321,7 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
   r.data_wait_pct = done.train_seconds > 0 ? 100.0 * done.wait_seconds / done.train_seconds : 0;
   r.peak_bytes = done.peak_bytes;
   r.step_peak_bytes = step_peak;
+  r.amp = c.amp;
   if (!main) return r;
   if (!c.save.empty()) {
     nn::save(model, c.save);
@@ -316,9 +338,9 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
 std::string result_line(const RunResult& r, const std::string& extra) {
   char buf[512];
   std::snprintf(buf, sizeof buf, "result test_acc=%.4f epochs=%d wall_s=%.1f images_per_s=%.0f peak_bytes=%lld step_ms=%.2f "
-                "step_peak_bytes=%lld",
+                "step_peak_bytes=%lld amp=%s",
                 r.test_acc, r.epochs, r.wall_s, r.images_per_s, static_cast<long long>(r.peak_bytes), r.step_ms,
-                static_cast<long long>(r.step_peak_bytes));
+                static_cast<long long>(r.step_peak_bytes), r.amp.c_str());
   return extra.empty() ? std::string(buf) : std::string(buf) + " " + extra;
 }
 

@@ -5,10 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "core/autocast.h"
 #include "data/dataloader.h"
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
@@ -30,6 +33,7 @@ struct TrainConfig {
   std::string checkpoint_path;  // where; empty: <program>_checkpoint.safetensors
   std::string resume;           // a training checkpoint to continue from
   std::string unit = "img";     // what one target is, for the progress bar's rate ("tok" for a language model)
+  std::string amp = "none";     // none, bf16 or fp16 (Note [Mixed-precision training steps])
   // --distributed (examples/distributed_training.h): this process's rank among world_size. Each
   // rank trains on its shard of the training set; rank 0 alone prints, evaluates and saves.
   int rank = 0;
@@ -60,8 +64,26 @@ int run_main(CLI::App& app, int argc, char** argv, const std::string& program, c
 void ensure_passive_openmp_wait(char** argv);
 
 // --epochs --batch-size --lr --threads --device --data --save --seed --csv --workers --train-limit
-// --save-every --checkpoint-path --resume
+// --save-every --checkpoint-path --resume --amp
 void add_common_flags(CLI::App& app, TrainConfig& config);
+
+// Note [Mixed-precision training steps]
+// --amp bf16 or fp16 runs each step's forward and loss, and the evaluation, inside an Autocast
+// region of that dtype on the training device (Note [Autocast] in core/autocast.h); the backward
+// and the optimizer step run outside it, on the float32 parameters, whose gradients arrive in
+// float32. fp16 also scales the loss with a GradScaler (Note [Loss scaling] in
+// optim/grad_scaler.h), and a training checkpoint keeps the scaler's state; bf16 has float32's
+// exponent range and needs no scaling. A checkpoint records --amp, and resuming with another is
+// refused: the optimizer state of one precision would go on in another.
+class AmpScope {
+ public:
+  AmpScope(const std::string& amp, Device device);  // amp: none, bf16 or fp16
+
+ private:
+  std::optional<Autocast> autocast_;
+};
+// The GradScaler of a run under --amp: enabled for fp16 only.
+optim::GradScalerOptions amp_scaler_options(const std::string& amp);
 // Applies --threads and --seed; returns the device.
 Device setup(const TrainConfig& config);
 
@@ -88,6 +110,7 @@ struct RunResult {
   // --checkpoint budget=MB bounds (examples/checkpoint_mode.h). On the CPU it also counts the
   // batches the loader's workers assemble meanwhile (they share the device's allocator).
   int64_t step_peak_bytes = 0;
+  std::string amp = "none";  // --amp
 };
 
 // A training step's forward pass (model(x) unless the program swaps in a checkpointed one).
@@ -109,14 +132,14 @@ Tensor target_loss(const Tensor& output, const Tensor& target);
 RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optimizer, optim::LRScheduler* scheduler,
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
 
-// Mean cross-entropy per target and top-1 accuracy of `model` (in eval mode, without autograd)
-// over `loader`.
+// Mean cross-entropy per target and top-1 accuracy of `model` (in eval mode, without autograd,
+// under --amp's autocast) over `loader`.
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device);
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp = "none");
 
-// "result test_acc=0.8853 epochs=10 wall_s=171.2 images_per_s=3512 peak_bytes=123456789 ..."
+// "result test_acc=0.8853 epochs=10 wall_s=171.2 images_per_s=3512 peak_bytes=123456789 ... amp=none"
 std::string result_line(const RunResult& r, const std::string& extra = "");
 
 }  // namespace ember::examples

@@ -11,9 +11,11 @@ namespace ember::examples {
 
 namespace {
 
-constexpr const char* kFormat = "ember training checkpoint 2";  // 2: progress.test_loss
+constexpr const char* kFormat = "ember training checkpoint 3";  // 2: progress.test_loss; 3: amp, scaler.
 constexpr const char* kCsvRows = "csv_rows";
-constexpr const char* kParts[] = {"model.", "optim.", "sched.", "rng.", "progress."};
+constexpr const char* kParts[] = {"model.", "optim.", "sched.", "scaler.", "rng.", "progress."};
+
+bool scales(const TrainingState& s) { return s.scaler && s.scaler->is_enabled(); }
 
 void put(nn::StateDict& out, const std::string& prefix, const nn::StateDict& part) {
   for (const auto& [key, value] : part) out.emplace(prefix + key, value);
@@ -34,6 +36,7 @@ nn::Metadata identity(const TrainingState& s, const nn::Metadata& run) {
   m["model"] = s.model.name();
   m["optimizer"] = s.optimizer.name();
   m["scheduler"] = s.scheduler ? "yes" : "none";
+  m["scaler"] = scales(s) ? "yes" : "none";
   return m;
 }
 
@@ -84,6 +87,7 @@ void save_training_checkpoint(const std::string& path, const TrainingState& s, c
   put(all, "model.", s.model.state_dict());
   put(all, "optim.", s.optimizer.state_dict());
   if (s.scheduler) put(all, "sched.", s.scheduler->state_dict());
+  if (scales(s)) put(all, "scaler.", s.scaler->state_dict());
   for (const auto& [device, state] : get_rng_states())
     all.emplace("rng." + device.str(), from_vector(std::vector<int64_t>{static_cast<int64_t>(state.seed),
                                                                         static_cast<int64_t>(state.offset)},
@@ -112,7 +116,7 @@ TrainingProgress load_training_checkpoint(const std::string& path, const Trainin
     bool known = false;
     for (const char* prefix : kParts) known = known || key.starts_with(prefix);
     EMBER_CHECK(known, "[resume] ", path, ": unexpected key '", key,
-                "' (expected model., optim., sched., rng. or progress.)");
+                "' (expected model., optim., sched., scaler., rng. or progress.)");
   }
 
   TrainingProgress progress;
@@ -125,6 +129,7 @@ TrainingProgress load_training_checkpoint(const std::string& path, const Trainin
       for (const std::string& key : s.optimizer.missing_state_keys())
         EMBER_FAIL("the optimizer state lacks 'optim.", key, "' after ", progress.steps, " steps");
     if (s.scheduler) s.scheduler->load_state_dict(part(all, "sched."));
+    if (scales(s)) s.scaler->load_state_dict(part(all, "scaler."));
     set_rng_states(rng);
     s.train.set_epoch(progress.epochs);
   });

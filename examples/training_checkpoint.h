@@ -7,6 +7,7 @@
 //     model.<key>      the model's state_dict: parameters and buffers (BatchNorm statistics)
 //     optim.<key>      the optimizer's state_dict: momentum buffers, step counts, hyper-parameters
 //     sched.<key>      the LR scheduler's state_dict (its step count), when there is one
+//     scaler.<key>     the GradScaler's state_dict (its scale), when it is enabled (--amp fp16)
 //     rng.<device>     every default generator's (seed, offset) as int64 [2]: Dropout's masks
 //     progress.<name>  epochs and steps done and the running totals of the summary, 0-d tensors
 // and string metadata: the format, the model and optimizer names, whatever the caller needs to
@@ -24,6 +25,7 @@
 
 #include "data/dataloader.h"
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "serialize/safetensors.h"
@@ -61,6 +63,7 @@ struct TrainingState {
   optim::Optimizer& optimizer;
   optim::LRScheduler* scheduler;  // may be null
   data::DataLoader& train;
+  optim::GradScaler* scaler = nullptr;  // may be null; saved when enabled
 };
 
 // `run`: metadata a resumed run must match exactly, e.g. {"program": "train_mlp", "seed": "1"}.

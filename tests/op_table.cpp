@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "core/autocast.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "tests/test_helpers.h"
@@ -354,6 +358,36 @@ void compare_with_reference(const OpRow& r, uint64_t seed, double tol) {
 const std::vector<OpRow>& op_table() {
   static const std::vector<OpRow> table = make_table();
   return table;
+}
+
+std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::string& file) {
+  const char* dir = std::getenv("EMBER_FIXTURES_DIR");
+  const std::string path = std::string(dir ? dir : EMBER_FIXTURES_DIR) + "/" + file;
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot read " << path;
+  std::map<std::string, std::array<std::string, 3>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string label;
+    std::array<std::string, 3> dtypes;
+    std::getline(fields, label, '\t');
+    for (auto& d : dtypes) std::getline(fields, d, '\t');
+    out[label] = dtypes;
+  }
+  return out;
+}
+
+std::string autocast_output_dtype(const OpRow& r, const std::vector<Tensor>& base, DType inputs, DType region,
+                                  Device device) {
+  const std::vector<Tensor> args = op_inputs_as(r, base, inputs, device);
+  Autocast autocast(device.type, region);
+  try {
+    return dtype_name(r.fn(args).dtype());
+  } catch (const Error&) {
+    return "error";
+  }
 }
 
 const std::vector<OpExemption>& op_table_exemptions() {

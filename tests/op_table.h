@@ -7,14 +7,17 @@
 //   - each further dtype column against float64 computed from the column's own values (the
 //     inputs and the upstream gradient rounded to the column's dtype): the forward and the
 //     gradients within the column's tolerance; the columns are float32, bfloat16 and float16,
-//   - CUDA against the CPU in float32 (skipped without a GPU),
+//   - CUDA against the CPU in every column (skipped without a GPU),
+//   - the output dtype under CPU and CUDA autocast against PyTorch's (autocast_fixture below),
 //   - a composed-ops reference where a row has one: forward and gradients in float64,
 //   - the error for integer inputs, naming the op, for ops that compute only in floating point,
 //   - completeness: every op declared in core/ops.h has a row or an exemption with its reason.
 // The hand-written tests of each family stay where they are (values at known points, PyTorch
 // parity fixtures, the op's own bad-argument errors); the table adds what is the same for all.
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,16 @@ std::vector<Tensor> op_inputs_as(const OpRow& r, const std::vector<Tensor>& base
 void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device device, double tol);
 // The row against its reference, both in float64 on the CPU, within `tol`.
 void compare_with_reference(const OpRow& r, uint64_t seed, double tol);
+
+// PyTorch's autocast dtypes for the table (tests/fixtures/autocast_<device>_dtypes.txt, written by
+// make_autocast_fixtures.py): label -> the output dtype in each of the file's three columns.
+// The folder is $EMBER_FIXTURES_DIR where set (scripts/gpu-check's bundle carries the CUDA file),
+// else the source tree's tests/fixtures.
+std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::string& file);
+// The dtype name of row `r`'s output, its floating inputs `inputs` on `device`, inside an
+// autocast region of `region` on that device type; "error" where the op refuses.
+std::string autocast_output_dtype(const OpRow& r, const std::vector<Tensor>& base, DType inputs, DType region,
+                                  Device device);
 
 // Names declared in core/ops.h that are not ops a row could drive, each with the reason.
 struct OpExemption {

@@ -1,51 +1,33 @@
 // autocast (Note [Autocast] in core/autocast.h): the output dtype of every op of the op table
 // under CPU autocast against PyTorch 2.15's (tests/fixtures/autocast_cpu_dtypes.txt, written by
 // make_autocast_fixtures.py), regions nesting and turning off, thread-locality, the cast cache
-// and the dtype of the gradients.
+// and the dtype of the gradients; batch norm on 16-bit inputs with float32 statistics; and
+// checkpointing under it: checkpoint, checkpoint_sequential, the policies and the planner.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <thread>
 
 #include "core/autocast.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/sequential.h"
 #include "tests/op_table.h"
 #include "tests/test_helpers.h"
 #include "utils/checkpoint.h"
+#include "utils/checkpoint_sequential.h"
+#include "utils/layer_profile.h"
+#include "utils/planner.h"
 
 using namespace ember;
 
 namespace {
 
-// label -> {dtype with float32 inputs under bfloat16, under float16, with bfloat16 inputs under bfloat16}
-std::map<std::string, std::array<std::string, 3>> pytorch_dtypes() {
-  std::ifstream in(EMBER_FIXTURES_DIR "/autocast_cpu_dtypes.txt");
-  EXPECT_TRUE(in) << "cannot read autocast_cpu_dtypes.txt";
-  std::map<std::string, std::array<std::string, 3>> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string label;
-    std::array<std::string, 3> dtypes;
-    std::getline(fields, label, '\t');
-    for (auto& d : dtypes) std::getline(fields, d, '\t');
-    out[label] = dtypes;
-  }
-  return out;
-}
-
-std::string output_dtype(const testutil::OpRow& r, const std::vector<Tensor>& base, DType inputs, DType region) {
-  Autocast autocast(DeviceType::CPU, region);
-  return dtype_name(r.fn(testutil::op_inputs_as(r, base, inputs, kCPU)).dtype());
-}
-
 TEST(Autocast, EveryOpsOutputDtypeIsPyTorchs) {
-  const auto expected = pytorch_dtypes();
+  const auto expected = testutil::autocast_fixture("autocast_cpu_dtypes.txt");
   const auto& table = testutil::op_table();
   ASSERT_EQ(expected.size(), table.size()) << "the fixture has a row per op-table row";
   for (size_t i = 0; i < table.size(); ++i) {
@@ -55,9 +37,11 @@ TEST(Autocast, EveryOpsOutputDtypeIsPyTorchs) {
     ASSERT_TRUE(expected.count(label)) << "no PyTorch dtype for this row: regenerate the fixture";
     const std::vector<Tensor> base = testutil::make_op_inputs(r, testutil::op_table_seed(i));
     const auto& want = expected.at(label);
-    EXPECT_EQ(output_dtype(r, base, kFloat32, kBFloat16), want[0]) << "float32 inputs, bfloat16 autocast";
-    EXPECT_EQ(output_dtype(r, base, kFloat32, kFloat16), want[1]) << "float32 inputs, float16 autocast";
-    EXPECT_EQ(output_dtype(r, base, kBFloat16, kBFloat16), want[2]) << "bfloat16 inputs, bfloat16 autocast";
+    using testutil::autocast_output_dtype;
+    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kBFloat16, kCPU), want[0]) << "float32 inputs, bfloat16 autocast";
+    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kFloat16, kCPU), want[1]) << "float32 inputs, float16 autocast";
+    EXPECT_EQ(autocast_output_dtype(r, base, kBFloat16, kBFloat16, kCPU), want[2])
+        << "bfloat16 inputs, bfloat16 autocast";
   }
 }
 
@@ -140,6 +124,138 @@ TEST(Autocast, CheckpointRecomputesInTheForwardsDtypes) {
   const auto plain = gradients(false);
   const auto checkpointed = gradients(true);
   EXPECT_EQ(checkpointed, plain);
+}
+
+// The backward engine runs with autocast off (Note [Autocast]): a float32 product's backward,
+// called inside a region, computes its gradients' products in float32, bitwise as outside one.
+TEST(Autocast, ABackwardInsideARegionComputesInTheForwardsDtypes) {
+  manual_seed(31);
+  const Tensor a = randn({16, 32}).requires_grad_(), b = randn({32, 8}).requires_grad_();
+  const Tensor g = randn({16, 8});
+  matmul(a, b).backward(g);
+  const Tensor ga = a.grad().clone(), gb = b.grad().clone();
+  a.grad().zero_();
+  b.grad().zero_();
+  const Tensor y = matmul(a, b);  // float32: outside any region
+  {
+    Autocast autocast(DeviceType::CPU);
+    y.backward(g);
+  }
+  EXPECT_TRUE(testutil::bitwise_equal(a.grad(), ga));
+  EXPECT_TRUE(testutil::bitwise_equal(b.grad(), gb));
+}
+
+// Note [Mixed-dtype batch norm]: a bfloat16 input with float32 weight, bias and running
+// statistics computes on the input widened: the output is the float32 result rounded once, the
+// statistics and the weight's gradient are bitwise the float32 ones.
+TEST(Autocast, BatchNormTakesSixteenBitInputsWithFloat32Statistics) {
+  manual_seed(12);
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    const Tensor x16 = randn({6, 3, 5}).to(kBFloat16).requires_grad_();
+    const Tensor x32 = x16.detach().to(kFloat32).requires_grad_();
+    const Tensor w = rand({3}).requires_grad_(), b = randn({3}).requires_grad_();
+    const Tensor w32 = w.detach().requires_grad_(), b32 = b.detach().requires_grad_();
+    const Tensor mean16 = randn({3}), var16 = rand({3}) + 0.5;
+    const Tensor mean32 = mean16.clone(), var32 = var16.clone();
+    const Tensor y16 = batch_norm(x16, mean16, var16, w, b, training, 0.1, 1e-5);
+    const Tensor y32 = batch_norm(x32, mean32, var32, w32, b32, training, 0.1, 1e-5);
+    EXPECT_EQ(y16.dtype(), kBFloat16);
+    EXPECT_TRUE(testutil::bitwise_equal(y16, y32.detach().to(kBFloat16)));
+    EXPECT_TRUE(testutil::bitwise_equal(mean16, mean32));
+    EXPECT_TRUE(testutil::bitwise_equal(var16, var32));
+    const Tensor g = randn({6, 3, 5}).to(kBFloat16);
+    y16.backward(g);
+    y32.backward(g.to(kFloat32));
+    EXPECT_EQ(x16.grad().dtype(), kBFloat16);
+    EXPECT_EQ(w.grad().dtype(), kFloat32);
+    EXPECT_TRUE(testutil::bitwise_equal(w.grad(), w32.grad()));
+    EXPECT_TRUE(testutil::bitwise_equal(b.grad(), b32.grad()));
+    EXPECT_LT(max(abs(x16.grad().to(kFloat32) - x32.grad())).item(), 0.01 * max(abs(x32.grad())).item());
+  }
+  testutil::expect_error([] { batch_norm(ones({4, 2}, kBFloat16), Tensor(), Tensor(), ones({2}), ones({2}, kFloat64),
+                                         true, 0.1, 1e-5); },
+                         "bias is float64 but the input is bfloat16 and the other channel vectors are float32");
+  testutil::expect_error([] { batch_norm(ones({4, 2}), Tensor(), Tensor(), ones({2}, kBFloat16), Tensor(), true, 0.1,
+                                         1e-5); },
+                         "weight is bfloat16 but the input is float32");
+}
+
+// A model with Dropout (the RNG replay) and BatchNorm (statistics updated once), its forward
+// under bfloat16 autocast and its backward outside: checkpoint_sequential, a policy that keeps
+// the products, and a planned budget all give bitwise the plain run's gradients and statistics.
+TEST(Autocast, CheckpointSequentialPoliciesAndPlansRecomputeInTheForwardsDtypes) {
+  struct Run {
+    std::vector<Tensor> grads;
+    Tensor running_mean;
+  };
+  const Tensor x = randn({16, 8}), target = randn({16, 8});
+  auto run = [&](const std::function<Tensor(nn::Sequential&, const Tensor&)>& forward) {
+    manual_seed(21);
+    nn::Sequential seq;
+    seq.add<nn::Linear>(8, 32);
+    seq.add<nn::GELU>();
+    seq.add<nn::Dropout>(0.25);
+    seq.add<nn::Linear>(32, 32);
+    seq.add<nn::BatchNorm1d>(32);
+    seq.add<nn::ReLU>();
+    seq.add<nn::Linear>(32, 8);
+    Tensor loss;
+    {
+      Autocast autocast(DeviceType::CPU);
+      const Tensor y = forward(seq, x);
+      EXPECT_EQ(y.dtype(), kBFloat16);
+      loss = mse_loss(y, target);
+    }
+    loss.backward();
+    Run out;
+    for (const Tensor& p : seq.parameters()) out.grads.push_back(p.grad());
+    out.running_mean = seq.named_buffers().at(0).second;
+    return out;
+  };
+  const Run plain = run([](nn::Sequential& seq, const Tensor& in) { return seq.forward(in); });
+  utils::CheckpointOptions keep_products;
+  keep_products.policy = utils::save_matmuls();
+  const std::vector<std::pair<std::string, std::function<Tensor(nn::Sequential&, const Tensor&)>>> ways = {
+      {"checkpoint_sequential", [](nn::Sequential& seq, const Tensor& in) {
+         return utils::checkpoint_sequential(seq, 3, in);
+       }},
+      {"save_matmuls", [&](nn::Sequential& seq, const Tensor& in) { return utils::checkpoint(seq, in, keep_products); }},
+      {"planned budget", [](nn::Sequential& seq, const Tensor& in) {
+         const auto profile = utils::profile_layers(seq, in);
+         return utils::run_plan(seq, utils::plan_checkpoints(profile, utils::min_feasible_budget(profile)), in);
+       }}};
+  for (const auto& [name, forward] : ways) {
+    SCOPED_TRACE(name);
+    const Run got = run(forward);
+    ASSERT_EQ(got.grads.size(), plain.grads.size());
+    for (size_t i = 0; i < got.grads.size(); ++i)
+      EXPECT_TRUE(testutil::bitwise_equal(got.grads[i], plain.grads[i])) << "parameter " << i;
+    EXPECT_TRUE(testutil::bitwise_equal(got.running_mean, plain.running_mean));
+  }
+}
+
+// The planner's memory model is measured, so under autocast it counts the 16-bit bytes: every
+// layer's bfloat16 output is half its float32 one, and, with activations larger than the
+// weights' cached casts and the staging's float32 temporaries, the smallest feasible budget
+// falls.
+TEST(Autocast, TheCheckpointProfileCountsSixteenBitBytes) {
+  manual_seed(22);
+  nn::Sequential seq;
+  for (int i = 0; i < 8; ++i) {
+    seq.add<nn::Linear>(64, 64);
+    seq.add<nn::GELU>();
+  }
+  const Tensor x = randn({1024, 64});
+  const auto wide = utils::profile_layers(seq, x);
+  std::vector<utils::LayerProfile> narrow;
+  {
+    Autocast autocast(DeviceType::CPU);
+    narrow = utils::profile_layers(seq, x);
+  }
+  ASSERT_EQ(narrow.size(), wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) EXPECT_EQ(2 * narrow[i].output_bytes, wide[i].output_bytes) << i;
+  EXPECT_LT(utils::min_feasible_budget(narrow), utils::min_feasible_budget(wide));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/autograd/grad_mode.h"
 #include "core/generator.h"
 #include "core/grad_unscale.h"
@@ -1048,6 +1049,49 @@ TEST(Cuda, FusedOptimizerStepMatchesCpuBitwise) {
 // every floating dtype, a gradient past one launch's blocks, found_inf raised by a NaN on the
 // device; and a scaler over an optimizer whose parameters are on both devices skips the step
 // when only the CUDA gradient overflowed.
+// CUDA autocast (Note [Autocast's table]): every op-table row's output dtype is PyTorch's on a
+// GPU (tests/fixtures/autocast_cuda_dtypes.txt, float16 the region's default), and a weight's
+// gradient comes back in float32 through one cached cast.
+TEST(Cuda, AutocastDtypesArePyTorchs) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto expected = testutil::autocast_fixture("autocast_cuda_dtypes.txt");
+  const auto& table = testutil::op_table();
+  ASSERT_EQ(expected.size(), table.size()) << "the fixture has a row per op-table row";
+  for (size_t i = 0; i < table.size(); ++i) {
+    const testutil::OpRow& r = table[i];
+    const std::string label = testutil::op_label(r);
+    SCOPED_TRACE(label);
+    ASSERT_TRUE(expected.count(label)) << "no PyTorch dtype for this row: regenerate the fixture on a GPU";
+    const std::vector<Tensor> base = testutil::make_op_inputs(r, testutil::op_table_seed(i));
+    const auto& want = expected.at(label);
+    using testutil::autocast_output_dtype;
+    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kFloat16, kCUDA), want[0]) << "float32 inputs, float16 autocast";
+    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kBFloat16, kCUDA), want[1]) << "float32 inputs, bfloat16 autocast";
+    EXPECT_EQ(autocast_output_dtype(r, base, kFloat16, kFloat16, kCUDA), want[2]) << "float16 inputs, float16 autocast";
+  }
+  expect_error([] {
+    Autocast autocast(DeviceType::CUDA);
+    const Tensor p = rand({4}, TensorOptions(kFloat32).with_device(kCUDA));
+    binary_cross_entropy(p, p);
+  }, "[binary_cross_entropy] is refused under CUDA autocast");
+
+  const Tensor w = randn({4, 3}, TensorOptions(kFloat32).with_device(kCUDA)).requires_grad_();
+  const Tensor x = randn({5, 3}, TensorOptions(kFloat32).with_device(kCUDA));
+  Tensor loss;
+  {
+    Autocast autocast(DeviceType::CUDA);
+    const Tensor y = linear(x, w) + linear(x * 2.0, w);
+    EXPECT_EQ(y.dtype(), kFloat16);
+    EXPECT_EQ(autocast::cached_casts(), 1u);
+    loss = sum(y);  // float32 on CUDA
+    EXPECT_EQ(loss.dtype(), kFloat32);
+  }
+  loss.backward();
+  ASSERT_EQ(w.grad().dtype(), kFloat32);
+  // d/dw sum(x w^T + 2x w^T) = 3 * column sums of x, to float16's precision of the products
+  expect_matches(w.grad(), (sum(x, {0}, true).expand({4, 3}) * 3.0).to(kCPU), 2e-3);
+}
+
 TEST(Cuda, GradScalerUnscaleMatchesCpuBitwise) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   NoGradGuard no_grad;

@@ -122,30 +122,45 @@ class Resume : public ::testing::Test {
 
 }  // namespace
 
+// In float32 and under both autocasts (Note [Mixed-precision training steps]); fp16's checkpoint
+// holds the GradScaler's state, its growth tracker counting the first epoch's steps.
 TEST_F(Resume, OneEpochSavedAndResumedEqualsTwoEpochsStraight) {
-  examples::TrainConfig straight = small_config("straight");
-  straight.epochs = 2;
-  const Trained want = train_small_mlp(straight);
+  for (const std::string amp : {"none", "bf16", "fp16"}) {
+    SCOPED_TRACE("--amp " + amp);
+    auto config = [&](const std::string& name) {
+      examples::TrainConfig c = small_config(name);
+      c.amp = amp;
+      return c;
+    };
+    examples::TrainConfig straight = config("straight");
+    straight.epochs = 2;
+    const Trained want = train_small_mlp(straight);
 
-  const std::string checkpoint = (dir_ / "run.safetensors").string();
-  examples::TrainConfig first = small_config("first");
-  first.epochs = 1;
-  first.save_every = 1;
-  first.checkpoint_path = checkpoint;
-  const Trained after_one = train_small_mlp(first);
-  ASSERT_TRUE(fs::exists(checkpoint));
+    const std::string checkpoint = (dir_ / ("run_" + amp + ".safetensors")).string();
+    examples::TrainConfig first = config("first");
+    first.epochs = 1;
+    first.save_every = 1;
+    first.checkpoint_path = checkpoint;
+    const Trained after_one = train_small_mlp(first);
+    ASSERT_TRUE(fs::exists(checkpoint));
+    const nn::StateDict saved = nn::load_safetensors(checkpoint);
+    EXPECT_EQ(saved.count("scaler.scale"), amp == "fp16" ? 1u : 0u);
+    if (amp == "fp16") {
+      EXPECT_EQ(saved.at("scaler._growth_tracker").item(), saved.at("progress.steps").item());
+    }
 
-  // Fresh model, optimizer, scheduler and loaders, as a new process would build them.
-  examples::TrainConfig second = small_config("second");
-  second.epochs = 2;
-  second.resume = checkpoint;
-  const Trained got = train_small_mlp(second);
-  expect_same_bits(got.weights, want.weights, "weights");
-  expect_same_bits(got.optimizer, want.optimizer, "optimizer state");
-  // The weights moved in the second epoch: the comparison above was not of two untrained runs.
-  EXPECT_NE(std::memcmp(after_one.weights.at("fc1.weight").raw_data(), got.weights.at("fc1.weight").raw_data(),
-                        got.weights.at("fc1.weight").nbytes()),
-            0);
+    // Fresh model, optimizer, scheduler and loaders, as a new process would build them.
+    examples::TrainConfig second = config("second");
+    second.epochs = 2;
+    second.resume = checkpoint;
+    const Trained got = train_small_mlp(second);
+    expect_same_bits(got.weights, want.weights, "weights");
+    expect_same_bits(got.optimizer, want.optimizer, "optimizer state");
+    // The weights moved in the second epoch: the comparison above was not of two untrained runs.
+    EXPECT_NE(std::memcmp(after_one.weights.at("fc1.weight").raw_data(), got.weights.at("fc1.weight").raw_data(),
+                          got.weights.at("fc1.weight").nbytes()),
+              0);
+  }
 }
 
 TEST_F(Resume, MismatchesFailWithClearErrors) {
@@ -183,6 +198,10 @@ TEST_F(Resume, MismatchesFailWithClearErrors) {
   other_seed.seed = 6;
   expect_error([&] { fit_with(mlp, sgd, &schedule, other_seed); },
                "the checkpoint's seed is '5' but this run's is '6'");
+  examples::TrainConfig other_amp = config;
+  other_amp.amp = "bf16";
+  expect_error([&] { fit_with(mlp, sgd, &schedule, other_amp); },
+               "the checkpoint's amp is 'none' but this run's is 'bf16'");
   examples::TrainConfig done = config;
   done.epochs = 1;
   expect_error([&] { fit_with(mlp, sgd, &schedule, done); },

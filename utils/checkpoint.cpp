@@ -321,6 +321,17 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
   }
   if (options.preserve_rng_state) frame->rng = get_rng_states();
   frame->autocast = autocast_snapshot();
+  // Note [Checkpointed casts skip the cache]
+  // Autocast's cast cache (Note [Autocast]) lives until the outermost region ends, so whether a
+  // weight's cast is a cache hit depends on what ran before: a hit in the forward (the weight was
+  // cast before the checkpoint, by a profile or a first use) can be a miss in the recompute (the
+  // region has ended) or the other way round, and the two passes would run different ops. So
+  // the forward and the recompute of a checkpointed region both run with the cache off: each
+  // casts its weights itself, and the value check sees the same ops. A weight used once in the
+  // region gets the same gradient bits as with the cache; one used several times gets the sum of
+  // its uses' float32 gradients instead of the float32 of their 16-bit sum.
+  for (AutocastSnapshot::Device& d : frame->autocast.devices) d.cache_enabled = false;
+  const AutocastRestore forward_without_cast_cache(frame->autocast);
 
   Recorder recorder(*frame);
   std::vector<Tensor> outputs;

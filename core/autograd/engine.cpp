@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autocast.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/hooks.h"
 #include "core/autograd/node.h"
@@ -157,6 +158,7 @@ std::unordered_set<Node*> nodes_leading_to(const std::vector<Edge>& roots, const
 void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
          const std::vector<Edge>* captures, std::vector<Tensor>* captured) {
   NoGradGuard no_grad;
+  const AutocastRestore no_autocast(autocast_off());  // Note [Autocast]: gradients in the forward's dtypes
   OpLabelGuard in_backward(nullptr, true);  // frees between nodes count as backward too
   std::vector<std::function<void()>> callbacks;
   ScopedValue<std::vector<std::function<void()>>*> callbacks_of_this_run(current_callbacks, &callbacks);

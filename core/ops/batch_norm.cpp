@@ -11,6 +11,8 @@
 // CUDA slots run them when cuDNN declines the call (Note [cuDNN's batch-norm forward] in
 // cuda/cudnn/batch_norm.cpp). Both paths hand the backward the same mean and invstd.
 #include <cmath>
+#include <initializer_list>
+#include <string>
 
 #include "core/autograd/function.h"
 #include "core/ops.h"
@@ -21,7 +23,7 @@ namespace ember {
 void kernels::batch_norm_train_forward_by_parts(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
                                                 const Tensor& bias, double eps, const BatchNormRunning& running,
                                                 const Tensor& out, const Tensor& mean, const Tensor& invstd) {
-  const Tensor var = ops::empty_on({c}, x.dtype(), x.device());
+  const Tensor var = ops::empty_on({c}, mean.dtype(), x.device());
   batch_norm_stats[x.device()](x, n, c, s, mean, var);
   invstd.copy_(rsqrt(var + eps));
   batch_norm_apply[x.device()](x, n, c, s, mean, invstd, weight, bias, out);
@@ -75,22 +77,22 @@ struct BatchNormTrain : Function<BatchNormTrain> {
     autograd::SavedRef input, weight, mean, invstd;  // mean and invstd: the batch's, per channel
   };
   static Tensor forward(Ctx& c, State& st, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        const kernels::BatchNormRunning& running) {
+                        const kernels::BatchNormRunning& running, DType stats) {
     const Layout l = layout_of(x);
     Tensor out = ops::empty_on(x.shape(), x.dtype(), x.device());
-    Tensor mean = ops::empty_on({l.c}, x.dtype(), x.device()), invstd = ops::empty_on({l.c}, x.dtype(), x.device());
+    Tensor mean = ops::empty_on({l.c}, stats, x.device()), invstd = ops::empty_on({l.c}, stats, x.device());
     kernels::batch_norm_train_forward[x.device()](x, l.n, l.c, l.s, weight, bias, eps, running, out, mean, invstd);
     st = {c.save(x), c.save(weight), c.save(mean), c.save(invstd)};
     return out;
   }
   static Grads backward(Ctx& c, const State& st, const Tensor& g) {
-    Tensor x = c.get(st.input), weight = c.get(st.weight);
+    Tensor x = c.get(st.input), weight = c.get(st.weight), mean = c.get(st.mean);
     const Layout l = layout_of(x);
     Tensor gx = ops::empty_on(x.shape(), x.dtype(), x.device());
-    Tensor gw = c.needs_input_grad(1) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
-    Tensor gb = c.needs_input_grad(2) ? ops::empty_on({l.c}, x.dtype(), x.device()) : Tensor();
-    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, c.get(st.mean), c.get(st.invstd), weight, gx,
-                                             gw, gb);
+    Tensor gw = c.needs_input_grad(1) ? ops::empty_on({l.c}, mean.dtype(), x.device()) : Tensor();
+    Tensor gb = c.needs_input_grad(2) ? ops::empty_on({l.c}, mean.dtype(), x.device()) : Tensor();
+    kernels::batch_norm_backward[x.device()](g.contiguous(), x, l.n, l.c, l.s, mean, c.get(st.invstd), weight, gx, gw,
+                                             gb);
     return {c.needs_input_grad(0) ? gx : Tensor(), gw, gb};
   }
 };
@@ -114,23 +116,43 @@ struct BatchNormEval : Function<BatchNormEval> {
     return out;
   }
   static Grads backward(Ctx& c, const State& st, const Tensor& g) {
-    const Tensor x = c.get(st.input), weight = c.get(st.weight);
+    const Tensor x = c.get(st.input), weight = c.get(st.weight), running_mean = c.get(st.running_mean);
     const Tensor invstd = rsqrt(c.get(st.running_var) + st.eps);
+    // With a 16-bit x and float32 statistics (Note [Mixed-dtype batch norm]), g and x widen to
+    // float32 here, and x's gradient rounds back to x's dtype.
+    const Tensor wide_g = g.to(running_mean.dtype());
     Tensor gx, gw, gb;
-    if (c.needs_input_grad(0)) gx = g * per_channel(weight.defined() ? invstd * weight : invstd, x);
+    if (c.needs_input_grad(0)) gx = (wide_g * per_channel(weight.defined() ? invstd * weight : invstd, x)).to(x.dtype());
     if (c.needs_input_grad(3))
-      gw = sum(g * ((x - per_channel(c.get(st.running_mean), x)) * per_channel(invstd, x)), all_but_channels(x));
-    if (c.needs_input_grad(4)) gb = sum(g, all_but_channels(x));
+      gw = sum(wide_g * ((x.to(running_mean.dtype()) - per_channel(running_mean, x)) * per_channel(invstd, x)),
+               all_but_channels(x));
+    if (c.needs_input_grad(4)) gb = sum(wide_g, all_but_channels(x));
     return {gx, Tensor(), Tensor(), gw, gb};
   }
 };
 
-void check_channel_vector(const Tensor& v, int64_t channels, const Tensor& x, const char* what) {
+// Note [Mixed-dtype batch norm]
+// Under autocast a convolution gives a bfloat16 or float16 output while the BatchNorm after it
+// keeps its weight, bias and running statistics in float32, as PyTorch's does: statistics
+// averaged over many steps need more than 8 significant bits. So a 16-bit input may come with
+// float32 channel vectors. The output and x's gradient are in x's dtype; the batch's mean and
+// invstd, the running statistics and the weight's and bias's gradients stay float32, and the
+// kernels compute in float32 (the 16-bit tensors staged, Note [Sixteen-bit floats through
+// float32]). The channel vectors share one dtype: x's, or float32 for a 16-bit x.
+void check_channel_vector(const Tensor& v, int64_t channels, const Tensor& x, DType stats, const char* what) {
   if (!v.defined()) return;
   EMBER_CHECK(v.dim() == 1 && v.size(0) == channels, "[batch_norm] ", what, " of shape ", shape_str(v.shape()),
               " does not match the ", channels, " channels of input shape ", shape_str(x.shape()));
   ops::check_same_device(v, x, "batch_norm");
-  EMBER_CHECK(v.dtype() == x.dtype(), "[batch_norm] ", what, " is ", v.dtype(), " but the input is ", x.dtype());
+  EMBER_CHECK(v.dtype() == stats, "[batch_norm] ", what, " is ", v.dtype(), " but the input is ", x.dtype(),
+              stats == x.dtype() ? "" : std::string(" and the other channel vectors are ") + dtype_name(stats));
+}
+
+// The dtype of the channel vectors: the first given one's when the input may mix with it, else x's.
+DType stats_dtype(const Tensor& x, const std::initializer_list<const Tensor*>& vectors) {
+  for (const Tensor* v : vectors)
+    if (v->defined()) return is_sixteen_bit(x.dtype()) && v->dtype() == kFloat32 ? kFloat32 : x.dtype();
+  return x.dtype();
 }
 
 }  // namespace
@@ -148,10 +170,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   ops::check_floating(x, "batch_norm");
   check_batch_norm_options(eps, momentum, "batch_norm");
   const int64_t channels = x.size(1);
-  check_channel_vector(running_mean, channels, x, "running_mean");
-  check_channel_vector(running_var, channels, x, "running_var");
-  check_channel_vector(weight, channels, x, "weight");
-  check_channel_vector(bias, channels, x, "bias");
+  const DType stats = stats_dtype(x, {&running_mean, &running_var, &weight, &bias});
+  check_channel_vector(running_mean, channels, x, stats, "running_mean");
+  check_channel_vector(running_var, channels, x, stats, "running_var");
+  check_channel_vector(weight, channels, x, stats, "weight");
+  check_channel_vector(bias, channels, x, stats, "bias");
   EMBER_CHECK(running_mean.defined() == running_var.defined(), "[batch_norm] running_mean and running_var must be "
               "given together");
 
@@ -164,7 +187,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
               shape_str(x.shape()));
   kernels::BatchNormRunning running;
   if (training && update_running_stats && running_mean.defined()) running = {running_mean, running_var, momentum};
-  return BatchNormTrain::apply(xc, w, b, eps, running);
+  return BatchNormTrain::apply(xc, w, b, eps, running, stats);
 }
 
 }  // namespace ember

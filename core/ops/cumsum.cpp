@@ -1,5 +1,6 @@
 // cumsum: running sums along a dim. y_j = x_0 + ... + x_j, so x_i reaches every y_j with j >= i
 // and its gradient is the running sum of g from the back: a reverse cumsum, the same kernel.
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -36,6 +37,7 @@ struct Cumsum : Function<Cumsum> {
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
   ops::check_defined(x, "cumsum");
+  if (autocast::OpCast cast{"cumsum", x}) return cumsum(cast(x), dim);  // float32 on CUDA
   const int64_t d = wrap_dim(dim, x.dim(), "cumsum");
   // Integers (uint8 included) add up in int64, as PyTorch; a 0-d tensor is its own running sum.
   const Tensor input = is_floating(x.dtype()) ? x : x.to(kInt64);

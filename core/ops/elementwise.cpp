@@ -2,6 +2,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/convert.h"
 #include "core/ops.h"
@@ -395,17 +396,33 @@ Tensor add(const Tensor& a, const Tensor& b) { return Add::apply(a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return Sub::apply(a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return Mul::apply(a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return Div::apply(a, b); }
-Tensor pow(const Tensor& a, const Tensor& b) { return Pow::apply(a, b); }
-Tensor pow(const Tensor& x, double exponent) { return PowScalar::apply(x, exponent); }
+// exp, log, rsqrt and pow compute in float32 under CUDA autocast (Note [Autocast's table]).
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (autocast::OpCast cast{"pow", a}) return pow(cast(a), cast(b));
+  return Pow::apply(a, b);
+}
+Tensor pow(const Tensor& x, double exponent) {
+  if (autocast::OpCast cast{"pow", x}) return pow(cast(x), exponent);
+  return PowScalar::apply(x, exponent);
+}
 Tensor maximum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Maximum>::apply(a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return Extremum<BinaryOp::Minimum>::apply(a, b); }
 Tensor add_scalar(const Tensor& x, double value) { return Affine::apply(as_floating(x), 1.0, value); }
 Tensor mul_scalar(const Tensor& x, double value) { return Affine::apply(as_floating(x), value, 0.0); }
 Tensor neg(const Tensor& x) { return Neg::apply(x); }
-Tensor exp(const Tensor& x) { return Exp::apply(x); }
-Tensor log(const Tensor& x) { return Log::apply(x); }
+Tensor exp(const Tensor& x) {
+  if (autocast::OpCast cast{"exp", x}) return exp(cast(x));
+  return Exp::apply(x);
+}
+Tensor log(const Tensor& x) {
+  if (autocast::OpCast cast{"log", x}) return log(cast(x));
+  return Log::apply(x);
+}
 Tensor sqrt(const Tensor& x) { return Sqrt::apply(x); }
-Tensor rsqrt(const Tensor& x) { return Rsqrt::apply(x); }
+Tensor rsqrt(const Tensor& x) {
+  if (autocast::OpCast cast{"rsqrt", x}) return rsqrt(cast(x));
+  return Rsqrt::apply(x);
+}
 Tensor abs(const Tensor& x) { return Abs::apply(x); }
 Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
 Tensor clamp(const Tensor& x, double min, double max) {

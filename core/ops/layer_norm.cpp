@@ -3,6 +3,7 @@
 // core/cpu/layer_norm.cpp).
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -72,6 +73,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   double eps) {
   ops::check_defined(x, "layer_norm");
   ops::check_floating(x, "layer_norm");
+  if (autocast::OpCast cast{"layer_norm", x})  // float32 on CUDA
+    return layer_norm(cast(x), normalized_shape, cast(weight), cast(bias), eps);
   const auto n = static_cast<int64_t>(normalized_shape.size());
   bool trailing = n >= 1 && n <= x.dim();
   for (int64_t i = 0; trailing && i < n; ++i) trailing = x.size(x.dim() - n + i) == normalized_shape[static_cast<size_t>(i)];

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -175,6 +176,7 @@ struct Softmax : Function<Softmax<Log>> {
 // at 256.
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   ops::check_defined(x, "sum");
+  if (autocast::OpCast cast{"sum", x}) return sum(cast(x), dims, keepdim);  // float32 on CUDA
   return Reduce<ReduceOp::Sum>::apply(is_floating(x.dtype()) ? x : x.to(kInt64), dims, keepdim);
 }
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
@@ -222,8 +224,15 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return keepdim || x.dim() == 0 ? out : out.squeeze(d);
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) { return Softmax<false>::apply(x, dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return Softmax<true>::apply(x, dim); }
+// Both compute in float32 under CUDA autocast (Note [Autocast's table]).
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (autocast::OpCast cast{"softmax", x}) return softmax(cast(x), dim);
+  return Softmax<false>::apply(x, dim);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (autocast::OpCast cast{"log_softmax", x}) return log_softmax(cast(x), dim);
+  return Softmax<true>::apply(x, dim);
+}
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
