@@ -75,17 +75,17 @@ inline const ModelCase kModels[] = {
      }},
 };
 
-// Everything one case needs, built before timing: the model (initialised with seed 0) moved to
-// `device`, its optimizer, and one batch (drawn on the CPU after the model, so every device times
-// the same numbers).
+// Everything one case needs, built before timing: the model (initialised with `seed`, 0 for the
+// benchmarks) moved to `device`, its optimizer, and one batch (drawn on the CPU after the model,
+// so every device times the same numbers).
 struct Setup {
   std::unique_ptr<nn::Module> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   Tensor x, y;
   std::optional<DType> amp;  // the forward and the loss under autocast of this dtype (--amp)
 
-  Setup(const ModelCase& m, Device device, bool fused_optimizer = true) {
-    manual_seed(0);
+  Setup(const ModelCase& m, Device device, bool fused_optimizer = true, uint64_t seed = 0) {
+    manual_seed(seed);
     model = m.make();
     model->to(device);
     model->train();
