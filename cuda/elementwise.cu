@@ -1,6 +1,8 @@
-// CUDA kernels for the unary and binary elementwise ops and where: the math table the CPU uses
-// too (Note [One math table] in core/kernel_bodies/elementwise_math.h), over any strides (Note [CUDA
-// elementwise loops]).
+// CUDA kernels for the unary and binary elementwise ops, where and masked_scale: the math table
+// the CPU uses too (Note [One math table] in core/kernel_bodies/elementwise_math.h), over any
+// strides (Note [CUDA elementwise loops]). bfloat16 and float16 tensors are computed on directly,
+// each element widened to float32 and the result rounded once, as on the CPU (Note [Sixteen-bit
+// elementwise loops] in core/cpu/elementwise.cpp).
 //
 // Note [One kernel per op and dtype]
 // The op is a template parameter of the functor the kernel calls, picked by one switch on the
@@ -65,7 +67,7 @@ struct UnaryBody {
 };
 
 void unary_cuda(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     using C = Compute<T>;
     const bool known = math::visit_unary(op, [&]<UnaryOp kOp>() {
       using Math = math::UnaryMath<kOp, C, DeviceFunctions>;
@@ -91,7 +93,7 @@ struct BinaryBody {
 };
 
 void binary_cuda(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     const bool known = math::visit_binary(op, [&]<BinaryOp kOp>() {
       using R = math::BinaryResult<kOp, T>;
       using Math = math::BinaryMath<kOp, Compute<T>, DeviceFunctions>;
@@ -117,7 +119,7 @@ struct WhereBody {
 };
 
 void where_cuda(const Tensor& cond, const Tensor& x, const Tensor& y, const Tensor& out) {
-  dispatch(x.dtype(), [&]<class T>() {
+  dispatch_any(x.dtype(), [&]<class T>() {
     for_each(out.device(), out.numel(),
              WhereBody<T>{make_indexer<4>({&out, &cond, &x, &y}, "where"), cond.data<uint8_t>(), x.data<T>(),
                           y.data<T>(), out.data<T>()});
@@ -129,22 +131,25 @@ template <class T>
 struct MaskedScaleBody {
   const T* x;
   const uint8_t* keep;
-  T scale;
+  Compute<T> scale;
   T* out;
-  __device__ void operator()(int64_t i) const { out[i] = math::masked_scale(keep[i], x[i], scale); }
+  __device__ void operator()(int64_t i) const {
+    out[i] = convert<T>(math::masked_scale(keep[i], static_cast<Compute<T>>(x[i]), scale));
+  }
 };
 
 void masked_scale_cuda(const Tensor& x, const Tensor& mask, double scale, const Tensor& out) {
-  dispatch_floating(x.dtype(), "masked_scale", [&]<class T>() {
+  dispatch_floating_or_sixteen_bit(x.dtype(), "masked_scale", [&]<class T>() {
     for_each(out.device(), out.numel(),
-             MaskedScaleBody<T>{x.data<T>(), mask.data<uint8_t>(), static_cast<T>(scale), out.data<T>()});
+             MaskedScaleBody<T>{x.data<T>(), mask.data<uint8_t>(), static_cast<Compute<T>>(scale), out.data<T>()});
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::masked_scale, DeviceType::CUDA, &masked_scale_cuda) &&
-                        kernels::add_kernel(kernels::unary, DeviceType::CUDA, &unary_cuda) &&
-                        kernels::add_kernel(kernels::binary, DeviceType::CUDA, &binary_cuda) &&
-                        kernels::add_kernel(kernels::where, DeviceType::CUDA, &where_cuda);
+constexpr auto kNative = kernels::SixteenBit::Native;
+const bool registered = kernels::add_kernel(kernels::masked_scale, DeviceType::CUDA, &masked_scale_cuda, kNative) &&
+                        kernels::add_kernel(kernels::unary, DeviceType::CUDA, &unary_cuda, kNative) &&
+                        kernels::add_kernel(kernels::binary, DeviceType::CUDA, &binary_cuda, kNative) &&
+                        kernels::add_kernel(kernels::where, DeviceType::CUDA, &where_cuda, kNative);
 
 }  // namespace
 }  // namespace ember::cuda

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/autocast.h"
@@ -360,6 +361,9 @@ const std::vector<OpRow>& op_table() {
   return table;
 }
 
+namespace {
+
+// label -> the output dtype in each of the fixture's three columns.
 std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::string& file) {
   const char* dir = std::getenv("EMBER_FIXTURES_DIR");
   const std::string path = std::string(dir ? dir : EMBER_FIXTURES_DIR) + "/" + file;
@@ -379,14 +383,32 @@ std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::st
   return out;
 }
 
-std::string autocast_output_dtype(const OpRow& r, const std::vector<Tensor>& base, DType inputs, DType region,
+std::string autocast_output_dtype(const OpRow& r, const std::vector<Tensor>& base, AutocastColumn column,
                                   Device device) {
-  const std::vector<Tensor> args = op_inputs_as(r, base, inputs, device);
-  Autocast autocast(device.type, region);
+  const std::vector<Tensor> args = op_inputs_as(r, base, column.inputs, device);
+  Autocast autocast(device.type, column.region);
   try {
     return dtype_name(r.fn(args).dtype());
   } catch (const Error&) {
     return "error";
+  }
+}
+
+}  // namespace
+
+void expect_autocast_dtypes(const std::string& file, Device device, const std::array<AutocastColumn, 3>& columns) {
+  const auto expected = autocast_fixture(file);
+  const auto& table = op_table();
+  ASSERT_EQ(expected.size(), table.size()) << "the fixture has a row per op-table row";
+  for (size_t i = 0; i < table.size(); ++i) {
+    const OpRow& r = table[i];
+    const std::string label = op_label(r);
+    SCOPED_TRACE(label);
+    ASSERT_TRUE(expected.count(label)) << "no PyTorch dtype for this row: regenerate " << file;
+    const std::vector<Tensor> base = make_op_inputs(r, op_table_seed(i));
+    for (size_t k = 0; k < columns.size(); ++k)
+      EXPECT_EQ(autocast_output_dtype(r, base, columns[k], device), expected.at(label)[k])
+          << columns[k].inputs << " inputs, " << columns[k].region << " autocast";
   }
 }
 

@@ -17,7 +17,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -88,15 +87,15 @@ void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device dev
 // The row against its reference, both in float64 on the CPU, within `tol`.
 void compare_with_reference(const OpRow& r, uint64_t seed, double tol);
 
-// PyTorch's autocast dtypes for the table (tests/fixtures/autocast_<device>_dtypes.txt, written by
-// make_autocast_fixtures.py): label -> the output dtype in each of the file's three columns.
-// The folder is $EMBER_FIXTURES_DIR where set (scripts/gpu-check's bundle carries the CUDA file),
-// else the source tree's tests/fixtures.
-std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::string& file);
-// The dtype name of row `r`'s output, its floating inputs `inputs` on `device`, inside an
-// autocast region of `region` on that device type; "error" where the op refuses.
-std::string autocast_output_dtype(const OpRow& r, const std::vector<Tensor>& base, DType inputs, DType region,
-                                  Device device);
+// Every row's output dtype under autocast on `device` against PyTorch's, read from
+// tests/fixtures/<file> (written by make_autocast_fixtures.py; the folder is $EMBER_FIXTURES_DIR
+// where set, as scripts/gpu-check's bundle sets it, else the source tree's). The file's three
+// columns are the dtypes with the row's floating inputs in columns[k].inputs, inside a region of
+// columns[k].region; "error" where PyTorch refuses, which ember must do too.
+struct AutocastColumn {
+  DType inputs, region;
+};
+void expect_autocast_dtypes(const std::string& file, Device device, const std::array<AutocastColumn, 3>& columns);
 
 // Names declared in core/ops.h that are not ops a row could drive, each with the reason.
 struct OpExemption {

@@ -27,22 +27,8 @@ using namespace ember;
 namespace {
 
 TEST(Autocast, EveryOpsOutputDtypeIsPyTorchs) {
-  const auto expected = testutil::autocast_fixture("autocast_cpu_dtypes.txt");
-  const auto& table = testutil::op_table();
-  ASSERT_EQ(expected.size(), table.size()) << "the fixture has a row per op-table row";
-  for (size_t i = 0; i < table.size(); ++i) {
-    const testutil::OpRow& r = table[i];
-    const std::string label = testutil::op_label(r);
-    SCOPED_TRACE(label);
-    ASSERT_TRUE(expected.count(label)) << "no PyTorch dtype for this row: regenerate the fixture";
-    const std::vector<Tensor> base = testutil::make_op_inputs(r, testutil::op_table_seed(i));
-    const auto& want = expected.at(label);
-    using testutil::autocast_output_dtype;
-    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kBFloat16, kCPU), want[0]) << "float32 inputs, bfloat16 autocast";
-    EXPECT_EQ(autocast_output_dtype(r, base, kFloat32, kFloat16, kCPU), want[1]) << "float32 inputs, float16 autocast";
-    EXPECT_EQ(autocast_output_dtype(r, base, kBFloat16, kBFloat16, kCPU), want[2])
-        << "bfloat16 inputs, bfloat16 autocast";
-  }
+  testutil::expect_autocast_dtypes("autocast_cpu_dtypes.txt", kCPU,
+                                   {{{kFloat32, kBFloat16}, {kFloat32, kFloat16}, {kBFloat16, kBFloat16}}});
 }
 
 TEST(Autocast, RegionsNestTurnOffAndStayOnTheirThread) {
