@@ -157,42 +157,50 @@ void register_matmul(const std::string& op, int64_t batch, int64_t m, int64_t k,
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 // y = f(x) for an [rows, cols] x; `ref` gives the expected value of one element.
+// An elementwise result's tolerance: float32's, or one rounding of a 16-bit dtype (Note
+// [Sixteen-bit elementwise loops]: computed in float32, rounded once).
+double elementwise_rtol(DType dtype) { return dtype == kFloat32 ? 1e-4 : 2 * ember::finfo(dtype).eps; }
+
 void register_unary(const std::string& op, int64_t rows, int64_t cols, Tensor (*f)(const Tensor&),
-                    double (*ref)(double)) {
+                    double (*ref)(double), DType dtype = kFloat32) {
   const std::string name = op + "/" + dims({rows, cols});
   add(name, [=](benchmark::State& state) {
     run_case(state, [&]() -> Step {
-      Tensor x = ember::randn({rows, cols});
+      Tensor x = ember::randn({rows, cols}).to(dtype);
       Tensor y = f(x);
       check_shape(name, y, {rows, cols});
       for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
-        check_close(name + idx({i, j}), y.at({i, j}), ref(x.at({i, j})));
+        check_close(name + idx({i, j}), y.at({i, j}), ref(x.at({i, j})), elementwise_rtol(dtype));
       return [x, f] { return f(x); };
     });
     const double n = static_cast<double>(rows * cols);
     state.SetItemsProcessed(state.iterations() * rows * cols);
-    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * 2 * n * kF32));
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * 2 * n *
+                                                 static_cast<double>(ember::element_size(dtype))));
   });
 }
 
 // out = f(a, b) with a [rows, cols] and b [rows, cols] or, when `bias`, b [cols] broadcast.
 void register_binary(const std::string& op, int64_t rows, int64_t cols, bool bias,
-                     Tensor (*f)(const Tensor&, const Tensor&), double (*ref)(double, double)) {
+                     Tensor (*f)(const Tensor&, const Tensor&), double (*ref)(double, double),
+                     DType dtype = kFloat32) {
   const std::string name = op + "/" + dims({rows, cols});
   add(name, [=](benchmark::State& state) {
     run_case(state, [&]() -> Step {
-      Tensor a = ember::randn({rows, cols});
-      Tensor b = bias ? ember::randn({cols}) : ember::randn({rows, cols});
+      Tensor a = ember::randn({rows, cols}).to(dtype);
+      Tensor b = (bias ? ember::randn({cols}) : ember::randn({rows, cols})).to(dtype);
       Tensor y = f(a, b);
       check_shape(name, y, {rows, cols});
       for (auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {rows - 1, cols - 1}, {rows / 2, cols / 3}})
-        check_close(name + idx({i, j}), y.at({i, j}), ref(a.at({i, j}), bias ? b.at({j}) : b.at({i, j})));
+        check_close(name + idx({i, j}), y.at({i, j}), ref(a.at({i, j}), bias ? b.at({j}) : b.at({i, j})),
+                    elementwise_rtol(dtype));
       return [a, b, f] { return f(a, b); };
     });
     const double n = static_cast<double>(rows * cols);
     const double read_b = bias ? static_cast<double>(cols) : n;
     state.SetItemsProcessed(state.iterations() * rows * cols);
-    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * (2 * n + read_b) * kF32));
+    state.SetBytesProcessed(static_cast<int64_t>(static_cast<double>(state.iterations()) * (2 * n + read_b) *
+                                                 static_cast<double>(ember::element_size(dtype))));
   });
 }
 
@@ -416,6 +424,10 @@ void register_all() {
   register_unary("relu", 4096, 1024, &ember::relu, [](double x) { return x > 0 ? x : 0.0; });
   register_unary("gelu", 4096, 1024, &ember::gelu, &gelu_ref);
   register_unary("exp", 4096, 1024, &ember::exp, [](double x) { return std::exp(x); });
+  // the same in bfloat16 (Note [Sixteen-bit elementwise loops])
+  register_binary("add_bf16", 4096, 1024, false, &ember::add, [](double a, double b) { return a + b; }, kBFloat16);
+  register_unary("relu_bf16", 4096, 1024, &ember::relu, [](double x) { return x > 0 ? x : 0.0; }, kBFloat16);
+  register_unary("gelu_bf16", 4096, 1024, &ember::gelu, &gelu_ref, kBFloat16);
   // reductions
   register_reduce("sum", 4096, 1024, Red::Sum, -1);
   register_reduce("sum_dim0", 4096, 1024, Red::Sum, 0);
