@@ -23,7 +23,6 @@
 #include <string>
 
 #include "bench/train_cases.h"
-#include "core/autocast.h"
 #include "serialize/safetensors.h"
 
 namespace {
@@ -32,13 +31,8 @@ using namespace ember;
 
 void add_step(bench::Setup& s, std::optional<DType> amp, const std::string& prefix, nn::StateDict& out) {
   s.model->zero_grad();
-  Tensor loss;
-  {
-    std::optional<Autocast> autocast;
-    if (amp) autocast.emplace(DeviceType::CPU, *amp);
-    const Tensor logits = (*s.model)(s.x);
-    loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), s.y.reshape({-1}));
-  }
+  s.amp = amp;
+  const Tensor loss = s.loss();
   loss.backward();
   out[prefix + "loss"] = loss.detach().to(kFloat32);
   for (const auto& [name, p] : s.model->named_parameters()) out[prefix + "grad." + name] = p.grad().clone();

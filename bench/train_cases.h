@@ -95,19 +95,20 @@ struct Setup {
     y = target.to(device);
   }
 
-  // examples::fit's step, less its bookkeeping; returns the loss. The logits are [batch, classes]
-  // or, for the GPT, [batch, context, vocab]: cross-entropy over every position; under `amp`, the
-// backward and the step run outside the region, as examples::fit's. Adds the wall
-  // time of the optimizer step to `optimizer_seconds` when given (on the CPU, where the step is
-  // synchronous).
+  // The step's forward and loss, under autocast of `amp` when set (the backward and the step run
+  // outside the region, as examples::fit's). The logits are [batch, classes] or, for the GPT,
+  // [batch, context, vocab]: cross-entropy over every position.
+  Tensor loss() const {
+    std::optional<Autocast> autocast;
+    if (amp) autocast.emplace(x.device().type, *amp);
+    const Tensor logits = (*model)(x);
+    return cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+  }
+
+  // examples::fit's step, less its bookkeeping; returns the loss. Adds the wall time of the
+  // optimizer step to `optimizer_seconds` when given (on the CPU, where the step is synchronous).
   Tensor train_step(double* optimizer_seconds = nullptr) {
-    Tensor loss;
-    {
-      std::optional<Autocast> autocast;
-      if (amp) autocast.emplace(x.device().type, *amp);
-      const Tensor logits = (*model)(x);
-      loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
-    }
+    const Tensor loss = this->loss();
     optimizer->zero_grad();
     loss.backward();
     const auto start = std::chrono::steady_clock::now();

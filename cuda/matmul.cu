@@ -66,15 +66,6 @@ void gemm_batched(cublasHandle_t handle, GemmLayout la, GemmLayout lb, int64_t b
   }
 }
 
-// The dtypes cuBLAS multiplies: float32 and float64, and the 16-bit floats (see the Note).
-template <class Fn>
-void dispatch_gemm(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::BFloat16: return fn.template operator()<bfloat16>();
-    case DType::Float16: return fn.template operator()<float16>();
-    default: return dispatch_floating(dtype, "matmul", static_cast<Fn&&>(fn));
-  }
-}
 
 void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const kernels::GemmBatch ba = kernels::gemm_batch(a), bb = kernels::gemm_batch(b);
@@ -86,7 +77,7 @@ void matmul_cuda(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
     return;
   }
   cublasHandle_t handle = cublas_handle(index);
-  dispatch_gemm(a.dtype(), [&]<class T>() {
+  dispatch_floating_or_sixteen_bit(a.dtype(), "matmul", [&]<class T>() {  // 16-bit: see the Note
     const GemmLayout la = kernels::gemm_layout(a), lb = kernels::gemm_layout(b);
     const GemmScalar<T> beta = accumulate ? 1 : 0;
     if (batch > 1 && bb.outer_stride == 0 && bb.inner_stride == 0 && a.is_contiguous()) {  // [batch * m, k] @ [k, n]

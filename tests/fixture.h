@@ -24,12 +24,19 @@
 
 namespace ember::testutil {
 
+// The folder of the golden files: $EMBER_FIXTURES_DIR where set (scripts/gpu-check sets it to the
+// GPU bundle's copy, since the bundle runs far from the source tree), else tests/fixtures.
+inline std::string fixtures_dir() {
+  const char* dir = std::getenv("EMBER_FIXTURES_DIR");
+  return dir ? dir : EMBER_FIXTURES_DIR;
+}
+
 class Fixture {
  public:
   // `file` is relative to tests/fixtures, e.g. "parity_mlp.txt".
   static Fixture load(const std::string& file) {
     Fixture f;
-    f.path_ = std::string(EMBER_FIXTURES_DIR) + "/" + file;
+    f.path_ = fixtures_dir() + "/" + file;
     std::ifstream in(f.path_);
     if (!in)
       throw std::runtime_error("fixture file " + f.path_ +

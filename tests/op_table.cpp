@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -12,6 +11,7 @@
 #include "core/autocast.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "tests/fixture.h"
 #include "tests/test_helpers.h"
 
 namespace ember::testutil {
@@ -365,8 +365,7 @@ namespace {
 
 // label -> the output dtype in each of the fixture's three columns.
 std::map<std::string, std::array<std::string, 3>> autocast_fixture(const std::string& file) {
-  const char* dir = std::getenv("EMBER_FIXTURES_DIR");
-  const std::string path = std::string(dir ? dir : EMBER_FIXTURES_DIR) + "/" + file;
+  const std::string path = fixtures_dir() + "/" + file;
   std::ifstream in(path);
   EXPECT_TRUE(in) << "cannot read " << path;
   std::map<std::string, std::array<std::string, 3>> out;

@@ -88,8 +88,7 @@ void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device dev
 void compare_with_reference(const OpRow& r, uint64_t seed, double tol);
 
 // Every row's output dtype under autocast on `device` against PyTorch's, read from
-// tests/fixtures/<file> (written by make_autocast_fixtures.py; the folder is $EMBER_FIXTURES_DIR
-// where set, as scripts/gpu-check's bundle sets it, else the source tree's). The file's three
+// <file> in fixtures_dir() (tests/fixture.h; written by make_autocast_fixtures.py). The file's three
 // columns are the dtypes with the row's floating inputs in columns[k].inputs, inside a region of
 // columns[k].region; "error" where PyTorch refuses, which ember must do too.
 struct AutocastColumn {
