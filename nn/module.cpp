@@ -7,13 +7,16 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <string>
 #include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
 
 namespace ember::nn {
 
-Tensor Module::forward(const Tensor&) {
+Tensor Module::forward(const Tensor& x) { return forward_from_one_tensor(x); }
+
+Tensor Module::forward_from_one_tensor(const Tensor&) {
   EMBER_FAIL("[", name(), "] this module has no one-tensor forward()");
 }
 
@@ -29,20 +32,33 @@ std::string Module::name() const {
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  Tensor input = x;
+  return call({x}, [this](const Tensors& in) { return Tensors{forward(in[0])}; })[0];
+}
+
+Module::Tensors Module::call(Tensors inputs, const ForwardFn& forward) {
   if (pre_hooks_) {
     // Copies: a hook may remove itself or register another while the list runs.
     const auto pre_hooks = pre_hooks_->hooks;
-    for (const auto& [id, hook] : pre_hooks)
-      if (Tensor replaced = hook(*this, input); replaced.defined()) input = std::move(replaced);
+    for (const auto& [id, hook] : pre_hooks) {
+      std::optional<Tensors> replaced = hook(*this, inputs);
+      if (!replaced) continue;
+      EMBER_CHECK(replaced->size() == inputs.size(), "[", name(), "] a forward pre-hook returned ",
+                  replaced->size(), " inputs for a call with ", inputs.size());
+      inputs = std::move(*replaced);
+    }
   }
-  Tensor output = call_wrapper_ ? call_wrapper_(*this, input) : forward(input);
+  Tensors outputs = call_wrapper_ ? call_wrapper_(*this, forward, inputs) : forward(inputs);
   if (hooks_) {
     const auto hooks = hooks_->hooks;
-    for (const auto& [id, hook] : hooks)
-      if (Tensor replaced = hook(*this, input, output); replaced.defined()) output = std::move(replaced);
+    for (const auto& [id, hook] : hooks) {
+      std::optional<Tensors> replaced = hook(*this, inputs, outputs);
+      if (!replaced) continue;
+      EMBER_CHECK(replaced->size() == outputs.size(), "[", name(), "] a forward hook returned ", replaced->size(),
+                  " outputs for a forward with ", outputs.size());
+      outputs = std::move(*replaced);
+    }
   }
-  return output;
+  return outputs;
 }
 
 namespace {
@@ -54,13 +70,43 @@ autograd::HookHandle add_hook(std::shared_ptr<autograd::HookList<Hook>>& list, H
   const uint64_t id = list->add(std::move(hook));
   return {list, id};
 }
+
+// A one-tensor hook on a call with other counts would see only part of it.
+void check_one_tensor(const Module& m, const char* api, bool one_tensor, const std::string& call) {
+  EMBER_CHECK(one_tensor, "[", m.name(), "] ", api, ": a one-tensor hook on a call with ", call,
+              "; register a hook that takes std::vector<Tensor> to see them all");
+}
 }  // namespace
 
 autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
-  return add_hook(pre_hooks_, std::move(hook), name(), "register_forward_pre_hook");
+  EMBER_CHECK(hook, "[", name(), "] register_forward_pre_hook: the hook is empty");
+  return register_forward_pre_hook([hook = std::move(hook)](Module& m, const Tensors& in) -> std::optional<Tensors> {
+    check_one_tensor(m, "register_forward_pre_hook", in.size() == 1,
+                     std::to_string(in.size()) + " tensor inputs");
+    Tensor replaced = hook(m, in[0]);
+    if (!replaced.defined()) return std::nullopt;
+    return Tensors{std::move(replaced)};
+  });
 }
 
 autograd::HookHandle Module::register_forward_hook(ForwardHook hook) {
+  EMBER_CHECK(hook, "[", name(), "] register_forward_hook: the hook is empty");
+  return register_forward_hook(
+      [hook = std::move(hook)](Module& m, const Tensors& in, const Tensors& out) -> std::optional<Tensors> {
+        check_one_tensor(m, "register_forward_hook", in.size() == 1 && out.size() == 1,
+                         std::to_string(in.size()) + " tensor input(s) and " + std::to_string(out.size()) +
+                             " output(s)");
+        Tensor replaced = hook(m, in[0], out[0]);
+        if (!replaced.defined()) return std::nullopt;
+        return Tensors{std::move(replaced)};
+      });
+}
+
+autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHookOnAll hook) {
+  return add_hook(pre_hooks_, std::move(hook), name(), "register_forward_pre_hook");
+}
+
+autograd::HookHandle Module::register_forward_hook(ForwardHookOnAll hook) {
   return add_hook(hooks_, std::move(hook), name(), "register_forward_hook");
 }
 

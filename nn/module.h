@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -35,6 +36,8 @@
 namespace ember::nn {
 
 using StateDict = std::map<std::string, Tensor>;
+template <class Derived>
+class MultiInputModule;
 
 // What load_state_dict(strict = false) skipped, as PyTorch's missing_keys / unexpected_keys.
 struct LoadResult {
@@ -51,33 +54,55 @@ class Module {
   Module(Module&&) = delete;
   Module& operator=(Module&&) = delete;
 
-  // The one-tensor forward most layers have; modules with other signatures add overloads.
+  // The one-tensor forward most layers have; modules with other signatures derive from
+  // nn::MultiInputModule (nn/multi_input_module.h) instead, and this one then calls theirs with
+  // one tensor (the others defaulted) where forward's signature allows it.
   virtual Tensor forward(const Tensor& x);
   // Runs the forward pre-hooks, forward (through the call wrapper when one is set), then the
   // forward hooks (Note [Forward hooks]). utils::checkpoint_modules() sets the call wrapper to
   // route chosen blocks of an existing model through activation checkpointing, and
   // utils::uncheckpoint_modules() takes it away again, without touching the model's code.
   Tensor operator()(const Tensor& x);
-  using CallWrapper = std::function<Tensor(Module&, const Tensor&)>;
+
+  // Note [The call path]
+  // Every call of a module, whatever its forward's signature, goes through call(): the tensor
+  // arguments in order (an optional one left out is an undefined Tensor), and a function that
+  // runs the forward on such a list and returns its tensor results in order. operator() above
+  // builds both for a one-tensor forward; nn::MultiInputModule builds them for any signature,
+  // keeping the plain values (a flag, a number) inside the function. So the hooks and the call
+  // wrapper see one shape of call, the shape utils::checkpoint already takes: a checkpointed
+  // module gets a gradient to each tensor input that requires one, and plain values are
+  // replayed as they were.
+  using Tensors = std::vector<Tensor>;
+  using ForwardFn = std::function<Tensors(const Tensors& inputs)>;
+  using CallWrapper = std::function<Tensors(Module&, const ForwardFn& forward, const Tensors& inputs)>;
   void set_call_wrapper(CallWrapper wrapper) { call_wrapper_ = std::move(wrapper); }
   bool has_call_wrapper() const { return static_cast<bool>(call_wrapper_); }
 
   // Note [Forward hooks]
-  // A pre-hook sees the module and its input before forward and may return a replacement input
-  // (an undefined Tensor keeps it); a forward hook sees the module, the input forward got and its
-  // output, and may return a replacement output. Each kind runs in registration order, each
-  // seeing the previous one's result. They run in operator(), around the call wrapper, so a
-  // module that utils::checkpoint_modules() switched to checkpointing runs its hooks once per
-  // call: the checkpoint recomputes forward() itself, not operator(). The hooks of modules
-  // *inside* a checkpointed block are part of that block's forward, so they run again when
-  // backward recomputes it, and must compute the same replacement then, or the recompute would
-  // not reproduce the forward; a hook with side effects (recording activations, counting calls)
+  // A pre-hook sees the module and its tensor inputs before forward and may return replacements
+  // (an undefined Tensor, or std::nullopt, keeps them); a forward hook sees the module, the
+  // inputs forward got and its outputs, and may return replacement outputs. The one-tensor kinds
+  // are for modules called with one tensor giving one tensor (the error says so otherwise); the
+  // list kinds see every tensor input and output of any module, and a replacement list must
+  // keep the count. Each kind runs in registration order, each seeing the previous one's
+  // result. They run in call(), around the call wrapper, so a module that
+  // utils::checkpoint_modules() switched to checkpointing runs its hooks once per call: the
+  // checkpoint recomputes the forward itself, not the call. The hooks of modules *inside* a
+  // checkpointed block are part of that block's forward, so they run again when backward
+  // recomputes it, and must compute the same replacement then, or the recompute would not
+  // reproduce the forward; a hook with side effects (recording activations, counting calls)
   // can skip them while autograd::is_recomputing(). A handle holds the hooks weakly
   // (core/autograd/hook_handle.h): remove() after the module is gone does nothing.
   using ForwardPreHook = std::function<Tensor(Module&, const Tensor& input)>;
   using ForwardHook = std::function<Tensor(Module&, const Tensor& input, const Tensor& output)>;
+  using ForwardPreHookOnAll = std::function<std::optional<Tensors>(Module&, const Tensors& inputs)>;
+  using ForwardHookOnAll =
+      std::function<std::optional<Tensors>(Module&, const Tensors& inputs, const Tensors& outputs)>;
   autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
   autograd::HookHandle register_forward_hook(ForwardHook hook);
+  autograd::HookHandle register_forward_pre_hook(ForwardPreHookOnAll hook);
+  autograd::HookHandle register_forward_hook(ForwardHookOnAll hook);
 
   // The type's name for messages and printing: the dynamic type's name without its namespaces
   // or enclosing scopes ("Linear" for ember::nn::Linear, "MyNet" for a user's MyNet). Override
@@ -127,11 +152,18 @@ class Module {
   std::string str() const;
 
  protected:
+  // Note [The call path]: hooks, the call wrapper or forward, hooks.
+  Tensors call(Tensors inputs, const ForwardFn& forward);
   void add_child(const std::string& name, Module* child);
   // Lines inside "Name(...)" for str(); layers override it to show their configuration.
   virtual std::string extra_repr() const { return ""; }
 
  private:
+  template <class Derived>
+  friend class MultiInputModule;
+  // What forward(x) runs when a layer does not override it: an error, unless the layer is a
+  // MultiInputModule whose forward can take one tensor.
+  virtual Tensor forward_from_one_tensor(const Tensor& x);
   void check_new_name(const std::string& name) const;
   // Depth first from this module; Note [Shared modules and parameters].
   void walk_modules(const std::string& prefix, bool remove_duplicate, std::set<const Module*>& seen,
@@ -143,8 +175,8 @@ class Module {
   bool training_ = true;
   CallWrapper call_wrapper_;
   // Created by the first registration; shared so that handles can hold them weakly.
-  std::shared_ptr<autograd::HookList<ForwardPreHook>> pre_hooks_;
-  std::shared_ptr<autograd::HookList<ForwardHook>> hooks_;
+  std::shared_ptr<autograd::HookList<ForwardPreHookOnAll>> pre_hooks_;
+  std::shared_ptr<autograd::HookList<ForwardHookOnAll>> hooks_;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;

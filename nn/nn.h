@@ -15,6 +15,7 @@
 #include "nn/module.h"
 #include "nn/module_dict.h"
 #include "nn/module_list.h"
+#include "nn/multi_input_module.h"
 #include "nn/pool.h"
 #include "nn/residual.h"
 #include "nn/sequential.h"

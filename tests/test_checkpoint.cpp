@@ -510,6 +510,63 @@ TEST_F(Checkpoint, ForwardHooksOfACheckpointedModuleRunOnceAndInnerOnesRunInTheR
     EXPECT_EQ(values(plain_params[i].second.grad()), values(ckpt_params[i].second.grad())) << plain_params[i].first;
 }
 
+// Note [Modules with several inputs]: checkpoint_modules over a layer called with an input that
+// needs a gradient, a mask that does not and an optional tensor left out, with Dropout and
+// BatchNorm inside: bitwise the plain gradients, and the statistics updated once.
+struct MaskedBlock : nn::MultiInputModule<MaskedBlock> {
+  nn::Linear fc{8, 8};
+  nn::BatchNorm1d bn{8};
+  nn::Dropout drop{0.25};
+  MaskedBlock() {
+    register_module("fc", fc);
+    register_module("bn", bn);
+    register_module("drop", drop);
+  }
+  Tensor forward(const Tensor& x, const Tensor& mask, const Tensor& shift = Tensor(), bool residual = true) {
+    Tensor h = drop(relu(bn(fc(x)))) * mask;
+    if (shift.defined()) h = h + shift;
+    return residual ? x + h : h;
+  }
+};
+
+struct TwoBlocks : nn::Module {
+  nn::ModuleList blocks;
+  TwoBlocks() {
+    blocks.add<MaskedBlock>();
+    blocks.add<MaskedBlock>();
+    register_module("blocks", blocks);
+  }
+  Tensor run(const Tensor& x, const Tensor& mask, const Tensor& shift) {
+    Tensor h = blocks.at<MaskedBlock>(0)(x, mask);
+    return blocks.at<MaskedBlock>(1)(h, mask, shift, false);
+  }
+};
+
+TEST_F(Checkpoint, CheckpointModulesTakesEveryInputOfAMultiInputLayer) {
+  TwoBlocks plain, ckpt;
+  ckpt.load_state_dict(plain.state_dict());
+  const Tensor x0 = randn({6, 8}), mask = (randn({6, 8}) > 0.0).to(kFloat32), shift0 = randn({8});
+  auto step = [&](TwoBlocks& net) {
+    Tensor x = x0.detach().requires_grad_(), shift = shift0.detach().requires_grad_();
+    manual_seed(11);
+    sum(net.run(x, mask, shift)).backward();
+    return std::pair{x.grad(), shift.grad()};
+  };
+  auto [plain_dx, plain_dshift] = step(plain);
+  EXPECT_EQ(utils::checkpoint_modules<MaskedBlock>(ckpt), 2);
+  auto [ckpt_dx, ckpt_dshift] = step(ckpt);
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 2);
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 2);
+  EXPECT_EQ(values(ckpt_dx), values(plain_dx));
+  EXPECT_EQ(values(ckpt_dshift), values(plain_dshift));
+  auto plain_params = plain.named_parameters(), ckpt_params = ckpt.named_parameters();
+  ASSERT_EQ(plain_params.size(), ckpt_params.size());
+  for (size_t i = 0; i < plain_params.size(); ++i)
+    EXPECT_EQ(values(plain_params[i].second.grad()), values(ckpt_params[i].second.grad())) << plain_params[i].first;
+  for (const auto& [name, buffer] : plain.named_buffers())  // BatchNorm's statistics: updated once
+    EXPECT_EQ(values(buffer.to(kFloat32)), values(ckpt.state_dict().at(name).to(kFloat32))) << name;
+}
+
 TEST_F(Checkpoint, DropsActivationsFromLiveMemory) {
   nn::Sequential seq;
   for (int i = 0; i < 8; ++i) {

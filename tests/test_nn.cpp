@@ -12,6 +12,7 @@
 #include "core/autograd/recompute.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "utils/checkpoint_sequential.h"
 #include "test_helpers.h"
 
 using namespace ember;
@@ -187,8 +188,118 @@ TEST(Module, ForwardHooksReplaceInputAndOutputInOrderAndCanBeRemoved) {
   log.clear();
   fc.forward(x);
   EXPECT_TRUE(log.empty());
-  expect_error([&] { fc.register_forward_hook(nullptr); }, "[Linear] register_forward_hook: the hook is empty");
-  expect_error([&] { fc.register_forward_pre_hook(nullptr); }, "[Linear] register_forward_pre_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_hook(nn::Module::ForwardHook()); },
+               "[Linear] register_forward_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_pre_hook(nn::Module::ForwardPreHook()); },
+               "[Linear] register_forward_pre_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_hook(nn::Module::ForwardHookOnAll()); },
+               "[Linear] register_forward_hook: the hook is empty");
+  expect_error([&] { fc.register_forward_pre_hook(nn::Module::ForwardPreHookOnAll()); },
+               "[Linear] register_forward_pre_hook: the hook is empty");
+}
+
+// A one-tensor layer is written as before the call path took several inputs: a Module with
+// forward(const Tensor&), its one-tensor hooks, switched to checkpointing from outside.
+struct Doubler : nn::Module {
+  Tensor forward(const Tensor& x) override { return x * 2.0; }
+};
+
+TEST(Module, AOneTensorModuleIsWrittenAsBefore) {
+  Doubler d;
+  d.register_forward_hook([](nn::Module&, const Tensor&, const Tensor& out) { return out + 1.0; });
+  Tensor x = randn({2, 2}).requires_grad_();
+  Tensor plain = d(x);
+  EXPECT_EQ(values(plain), values(x * 2.0 + 1.0));
+  EXPECT_EQ(utils::checkpoint_modules<Doubler>(d), 1);
+  Tensor checkpointed = d(x);
+  EXPECT_EQ(values(checkpointed), values(plain));
+  sum(checkpointed).backward();
+  EXPECT_EQ(values(x.grad()), std::vector<double>(4, 2.0));
+}
+
+// Note [Modules with several inputs]: a layer with a mask, an optional tensor and a plain value,
+// returning two tensors.
+struct Gated : nn::MultiInputModule<Gated> {
+  nn::Linear fc{3, 3};
+  Gated() { register_module("fc", fc); }
+  std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& mask, const Tensor& bias = Tensor(),
+                                    double scale = 1.0) {
+    Tensor h = fc(x) * scale;
+    if (bias.defined()) h = h + bias;
+    return {h * mask, h};
+  }
+};
+
+TEST(Module, AModuleWithSeveralInputsIsCalledThroughItsHooks) {
+  Gated g;
+  Tensor x = randn({2, 3}), mask = ones({2, 3}), bias = randn({3});
+  std::vector<size_t> seen_inputs, seen_outputs;
+  Tensor seen_mask;
+  g.register_forward_pre_hook([&](nn::Module&, const nn::Module::Tensors& in) -> std::optional<nn::Module::Tensors> {
+    seen_inputs.push_back(in.size());
+    seen_mask = in[1];
+    return nn::Module::Tensors{in[0] * 2.0, in[1], in[2]};  // replaces x, keeps mask and bias
+  });
+  g.register_forward_hook([&](nn::Module&, const nn::Module::Tensors& in, const nn::Module::Tensors& out)
+                              -> std::optional<nn::Module::Tensors> {
+    seen_inputs.push_back(in.size());
+    seen_outputs.push_back(out.size());
+    return std::nullopt;
+  });
+  auto [masked, h] = g(x, mask, bias, 0.5);
+  EXPECT_EQ(seen_inputs, (std::vector<size_t>{3, 3}));  // x, mask, bias: not the plain scale
+  EXPECT_EQ(seen_outputs, (std::vector<size_t>{2}));
+  EXPECT_EQ(values(seen_mask), values(mask));
+  auto [direct_masked, direct_h] = g.forward(x * 2.0, mask, bias, 0.5);
+  EXPECT_EQ(values(masked), values(direct_masked));
+  EXPECT_EQ(values(h), values(direct_h));
+}
+
+TEST(Module, HooksSeeTheTensorsACallPasses) {
+  // The hooks see the arguments given, as PyTorch's see the positional ones: an optional tensor
+  // passed undefined is there, undefined; a default of forward()'s that the call leaves out is not.
+  Gated g;
+  Tensor x = randn({2, 3}), mask = ones({2, 3});
+  std::vector<std::vector<bool>> seen;
+  g.register_forward_pre_hook([&](nn::Module&, const nn::Module::Tensors& in) -> std::optional<nn::Module::Tensors> {
+    std::vector<bool> defined;
+    for (const Tensor& t : in) defined.push_back(t.defined());
+    seen.push_back(defined);
+    return std::nullopt;
+  });
+  g(x, mask, Tensor());
+  g(x, mask);
+  EXPECT_EQ(seen, (std::vector<std::vector<bool>>{{true, true, false}, {true, true}}));
+  // One-tensor hooks would see only part of such a call: refused with the counts.
+  g.register_forward_hook([](nn::Module&, const Tensor&, const Tensor&) { return Tensor(); });
+  expect_error([&] { g(x, mask); }, "[Gated] register_forward_hook: a one-tensor hook on a call with 2 tensor "
+                                    "input(s) and 2 output(s)");
+}
+
+TEST(Module, AHookReplacingTheWrongNumberOfTensorsIsRefused) {
+  Gated g;
+  g.register_forward_pre_hook([](nn::Module&, const nn::Module::Tensors& in) -> std::optional<nn::Module::Tensors> {
+    return nn::Module::Tensors{in[0]};
+  });
+  expect_error([&] { g(randn({1, 3}), ones({1, 3})); },
+               "[Gated] a forward pre-hook returned 1 inputs for a call with 2");
+}
+
+// A multi-input layer whose other inputs have defaults also works where one tensor is passed:
+// in a Sequential, through a Module&.
+struct Scaled : nn::MultiInputModule<Scaled> {
+  Tensor forward(const Tensor& x, const Tensor& scale = Tensor()) { return scale.defined() ? x * scale : x * 3.0; }
+};
+
+TEST(Module, AMultiInputModuleWithDefaultsRunsInASequential) {
+  nn::Sequential seq;
+  seq.add<Scaled>();
+  seq.add<Gated>();  // needs a mask: a one-tensor call is refused by name
+  Tensor x = randn({2, 3});
+  EXPECT_EQ(values(seq[0](x)), values(x * 3.0));
+  expect_error([&] { seq(x); }, "[Gated] forward() takes more than one tensor: call the module with all of them");
+  nn::Module& as_module = seq[0];
+  EXPECT_EQ(values(as_module.forward(x)), values(x * 3.0));
 }
 
 TEST(Module, AHookHandleOutlivingItsModuleRemovesNothing) {

@@ -30,8 +30,11 @@ int checkpoint_modules(nn::Module& root, const std::function<bool(nn::Module&)>&
   int switched = 0;
   for (auto& [name, m] : root.named_modules()) {
     if (!which(*m)) continue;
-    m->set_call_wrapper(
-        [options](nn::Module& self, const Tensor& x) { return checkpoint(self, x, options); });
+    // The forward the call path hands over runs the module's own forward(), not its call, so
+    // the recompute does not come back through this wrapper (Note [The call path]).
+    m->set_call_wrapper([options](nn::Module&, const nn::Module::ForwardFn& forward, const nn::Module::Tensors& in) {
+      return checkpoint(forward, in, options);
+    });
     ++switched;
   }
   return switched;
