@@ -29,10 +29,12 @@ State& state(DeviceType device) { return current.devices[static_cast<size_t>(dev
 // One row per op autocast knows: what it does with the op's inputs on each device type (Keep:
 // nothing, the op computes in its inputs' dtype). The CPU column is PyTorch 2.15's CPU lists
 // (tests/fixtures/autocast_cpu_dtypes.txt), the CUDA column its CUDA lists, for the ops ember has
-// (autocast_cuda_dtypes.txt, written by PyTorch 2.11 on an H200: the GPU machine's). They differ:
-// on CUDA, the ops that lose accuracy in float16 (exp, log, rsqrt, pow, the sums, softmax,
-// cumsum, layer_norm) compute in float32 too, reflection and replication padding do not, and
-// binary_cross_entropy is refused, since a float16 probability near 0 or 1 rounds to it.
+// (autocast_cuda_dtypes.txt: first written by PyTorch 2.11 on an H200, now by 2.15 on fake CUDA
+// tensors, which gave 2.11's file back unchanged: make_autocast_fixtures.py). They differ: on
+// CUDA, the ops that lose accuracy in float16 (exp, log, rsqrt, pow, the sums, softmax, cumsum,
+// layer_norm, vector_norm, cosine_similarity) compute in float32 too, reflection and replication
+// padding do not, and binary_cross_entropy is refused, since a float16 probability near 0 or 1
+// rounds to it.
 using autocast::Policy;
 struct OpPolicy {
   const char* op;
@@ -63,6 +65,8 @@ constexpr OpPolicy kPolicies[] = {
     {"log_softmax", Policy::Keep, Policy::Float32},
     {"cumsum", Policy::Keep, Policy::Float32},
     {"layer_norm", Policy::Keep, Policy::Float32},
+    {"vector_norm", Policy::Keep, Policy::Float32},
+    {"cosine_similarity", Policy::Keep, Policy::Float32},
 };
 
 void end_region() {

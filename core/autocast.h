@@ -5,7 +5,7 @@
 // Inside an autocast region, the ops that gain from a 16-bit dtype (the products: matmul, linear,
 // einsum, conv2d, attention) cast their floating inputs to it, the ops that lose accuracy in it
 // (the losses; on the CPU reflection and replication padding; on CUDA also exp, log, pow, the
-// sums, softmax and layer_norm) cast theirs to float32, and every other op computes in the dtype
+// sums, softmax, layer_norm and the norms) cast theirs to float32, and every other op computes in the dtype
 // its inputs come in, so a ReLU after a bfloat16 product runs in bfloat16. The lists are
 // PyTorch's for each device type, written once in `kPolicies` in core/autocast.cpp (Note
 // [Autocast's table]) and checked against PyTorch's output dtype for every op

@@ -31,7 +31,11 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);  // no gradient
-Tensor clamp(const Tensor& x, double min, double max);
+// Scalar bounds, either of which may be left out (clamp(x, std::nullopt, 1.0) is clamp_max(x, 1.0));
+// leaving out both is an error, as in PyTorch. The gradient passes where min <= x <= max.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor clamp_min(const Tensor& x, double min);
+Tensor clamp_max(const Tensor& x, double max);
 // Bounds as tensors that broadcast with x; either may be undefined (no bound). Where min > max
 // the result is max, and a NaN anywhere gives NaN. Gradient as PyTorch's: to x where
 // min <= x <= max, to min or max where it is the result (Note [Clamp with tensor bounds]).
@@ -40,7 +44,10 @@ Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x);  // exact (erf) form, PyTorch's default
+// The exact (erf) form, PyTorch's default, or the tanh approximation GPT-2 was trained with
+// (F.gelu(x, approximate="tanh")): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+enum class GeluApproximate { None, Tanh };
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
 // condition is a uint8 mask; condition, a and b broadcast together.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
@@ -100,6 +107,18 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keep
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// (core/ops/norm.cpp) The p-norm of x over dims (empty: all), as torch.linalg.vector_norm:
+// (sum |x|^ord)^(1/ord); ord = inf is max |x|, -inf min |x|, 0 the count of nonzeros. With dtype,
+// x is converted to it first (a floating dtype at least as wide as x's). 16-bit inputs compute in
+// float32. The gradient where the norm is 0 is 0, PyTorch's subgradient (Note [Norm gradients]).
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const Shape& dims = {}, bool keepdim = false,
+                   std::optional<DType> dtype = std::nullopt);
+// x / max(vector_norm(x, p, {dim}, keepdim = true), eps), as torch.nn.functional.normalize.
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+// The cosine of the angle between x1 and x2 along dim, which broadcast together, as PyTorch 2's
+// F.cosine_similarity: each side is divided by its 2-norm clamped at eps before the dot product
+// (Note [Cosine similarity as PyTorch 2]).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 // Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x's shape).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 // (core/ops/cumsum.cpp) Running sums along dim: y_j = x_0 + ... + x_j. Integral inputs (uint8
@@ -231,8 +250,9 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 // has shape indices.shape + [dim] (PyTorch's F.embedding(indices, weight); the table comes first
 // here, as in index_select(weight, 0, indices)). Ids must lie in [0, num_embeddings): indices on
 // the host are checked; for indices on a GPU see Note [Embedding ids on the device]. Repeated ids
-// add their gradients, deterministically on every device (Note [Embedding backward]).
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// add their gradients, deterministically on every device (Note [Embedding backward]). The row
+// padding_idx (negative counts from the end) gets no gradient, as in F.embedding.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
 // uint8 [size, size] mask, 1 where query i may attend to key j (j <= i): tril of ones.
 Tensor causal_mask(int64_t size, Device device = kCPU);
 // softmax(q @ k^T * scale + mask) @ v over q [..., L, E], k [..., S, E], v [..., S, Ev] (equal

@@ -33,12 +33,17 @@ class Tanh : public Module {
   Tensor forward(const Tensor& x) override { return tanh(x); }
 };
 
+// The exact (erf) form by default, or the tanh approximation (nn.GELU(approximate='tanh')).
 class GELU : public Module {
  public:
-  Tensor forward(const Tensor& x) override { return gelu(x); }
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
+  const GeluApproximate approximate;
 
  protected:
-  std::string extra_repr() const override { return "approximate='none'"; }  // the exact (erf) form
+  std::string extra_repr() const override {
+    return approximate == GeluApproximate::Tanh ? "approximate='tanh'" : "approximate='none'";
+  }
 };
 
 // Flattens dims start_dim..end_dim (by default everything but the batch dim).

@@ -1,4 +1,6 @@
 #pragma once
+#include <optional>
+
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -6,13 +8,16 @@ namespace ember::nn {
 // A lookup table: int64 ids of any shape -> their rows of `weight` [num_embeddings,
 // embedding_dim], shape ids.shape + [embedding_dim] (embedding in core/ops.h, which refuses an id
 // outside [0, num_embeddings) with its value and the table's shape). Initialised as PyTorch's:
-// weight ~ N(0, 1).
+// weight ~ N(0, 1). With padding_idx (negative counts from the end, stored counted from the
+// start, as PyTorch does), that row starts as zeros and gets no gradient, so a padding id keeps
+// looking up zeros while the rest train.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& ids) override;
 
   const int64_t num_embeddings, embedding_dim;
+  const std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
   Tensor weight;
 
  protected:

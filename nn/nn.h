@@ -19,4 +19,5 @@
 #include "nn/pool.h"
 #include "nn/residual.h"
 #include "nn/sequential.h"
+#include "nn/state_dict_mapping.h"
 #include "nn/transformer.h"

@@ -15,7 +15,7 @@
 //
 // ember writes keys in sorted order with their data in the same order, with a checksum of
 // every tensor in the metadata (Note [Tensor checksums] in serialize/checksum.h), and reads F32,
-// F64, I64 and U8 (its four dtypes). A reader must assume the file is hostile: every size and offset is
+// F64, BF16, F16, I64 and U8 (its dtypes). A reader must assume the file is hostile: every size and offset is
 // checked against the file before anything is allocated or read, and any problem is an
 // ember::Error naming the file.
 #include <map>

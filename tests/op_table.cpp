@@ -88,6 +88,9 @@ std::vector<OpRow> make_table() {
   add_row(row("abs", {floating(m)}, [](const V& x) { return abs(x[0]); }));
   add_row(row("sign", {floating(m)}, [](const V& x) { return sign(x[0]); }) | no_gradient | integers_too);
   add_row(row("clamp", {floating({8})}, [](const V& x) { return clamp(x[0], -1.0, 1.0); }));
+  add_row(variant("clamp", "min only", {floating({8})}, [](const V& x) { return clamp(x[0], -0.5, std::nullopt); }));
+  add_row(row("clamp_min", {floating({8})}, [](const V& x) { return clamp_min(x[0], 0.25); }));
+  add_row(row("clamp_max", {floating({8})}, [](const V& x) { return clamp_max(x[0], -0.25); }));
   add_row(variant("clamp", "tensor bounds", {floating(m), floating({4}, -2.0, -0.5), floating({3, 1}, 0.5, 2.0)},
                   [](const V& x) { return clamp(x[0], x[1], x[2]); }) |
           integers_too);
@@ -99,6 +102,7 @@ std::vector<OpRow> make_table() {
   add_row(with_reference(row("tanh", {floating(m)}, [](const V& x) { return tanh(x[0]); }),
                          [](const V& x) { return 1.0 - 2.0 / (exp(2.0 * x[0]) + 1.0); }));
   add_row(row("gelu", {floating(m)}, [](const V& x) { return gelu(x[0]); }));
+  add_row(variant("gelu", "tanh", {floating(m)}, [](const V& x) { return gelu(x[0], GeluApproximate::Tanh); }));
   add_row(with_reference(row("silu", {floating(m)}, [](const V& x) { return silu(x[0]); }),
                          [](const V& x) { return x[0] * sigmoid(x[0]); }));
   add_row(row("where", {mask(m), floating(m), floating({4})}, [](const V& x) { return where(x[0], x[1], x[2]); }) |
@@ -137,6 +141,22 @@ std::vector<OpRow> make_table() {
   }));
   add_row(with_reference(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }),
                          [](const V& x) { return x[0] - log(sum(exp(x[0]), {0}, true)); }));
+  add_row(with_reference(row("vector_norm", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 2.0, {1}); }),
+                         [](const V& x) { return sqrt(sum(x[0] * x[0], {1})); }));
+  add_row(variant("vector_norm", "ord 1, all dims", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 1.0); }));
+  add_row(variant("vector_norm", "ord inf, keepdim", {floating({3, 5})},
+                  [](const V& x) { return vector_norm(x[0], INFINITY, {0}, true); }));
+  add_row(with_reference(variant("vector_norm", "ord 3", {floating({2, 3, 4})},
+                                 [](const V& x) { return vector_norm(x[0], 3.0, {0, 2}); }),
+                         [](const V& x) { return pow(sum(pow(abs(x[0]), 3.0), {0, 2}), 1.0 / 3.0); }));
+  add_row(with_reference(row("normalize", {floating({3, 5})}, [](const V& x) { return normalize(x[0], 2.0, 1); }),
+                         [](const V& x) { return x[0] / sqrt(sum(x[0] * x[0], {1}, true)); }));
+  add_row(with_reference(row("cosine_similarity", {floating({3, 5}), floating({5})},
+                             [](const V& x) { return cosine_similarity(x[0], x[1], 1); }),
+                         [](const V& x) {
+                           const Tensor dot = sum(x[0] * x[1], {1});
+                           return dot / (sqrt(sum(x[0] * x[0], {1})) * sqrt(sum(x[1] * x[1])));
+                         }));
   add_row(row("sum_to", {floating({2, 3, 4})}, [](const V& x) { return sum_to(x[0], {3, 1}); }) | integers_too);
   add_row(row("cumsum", {floating({3, 5})}, [](const V& x) { return cumsum(x[0], 1); }) | integers_too);
   add_row(row("sort", {floating({3, 5})}, [](const V& x) { return sort(x[0], 1).values; }) | integers_too);

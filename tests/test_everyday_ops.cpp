@@ -1,11 +1,13 @@
-// The everyday tensor ops: sort, argsort, topk, cumsum, pad, clamp with tensor bounds and
-// einsum. For each: values worked out by hand, gradcheck (float64 central differences), PyTorch
-// parity of forward and gradients (fixtures from tests/fixtures/make_fixtures.py) and the errors
-// for bad input.
+// The everyday tensor ops: sort, argsort, topk, cumsum, pad, clamp (tensor bounds, one-sided),
+// einsum, vector_norm, normalize, cosine_similarity, tanh gelu, embedding's padding_idx and int64
+// arange. For each: values worked out by hand, gradcheck (float64 central differences), PyTorch
+// parity of forward and gradients (fixtures from tests/fixtures/make_fixtures.py, and from
+// make_everyday_fixtures.py for the ops PyTorch 2 computes differently) and the errors for bad input.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <utility>
 #include <vector>
@@ -418,4 +420,184 @@ TEST_F(EverydayOps, EinsumErrors) {
   expect_error([&] { einsum("i->i->i", {zeros({2})}); }, "has more than one '->'");
   expect_error([] { einsum("i", {}); }, "[einsum] needs at least one operand");
   expect_error([] { einsum("i", {zeros({2}, kInt64)}); }, "[einsum] expects a floating point tensor, got int64");
+}
+
+// --- one-sided clamps, tanh gelu, embedding's padding row, int64 arange ---
+
+TEST_F(EverydayOps, OneSidedClampsByHand) {
+  const Tensor x = tensor({-2, -0.5, 0, 0.5, 2}).requires_grad_();
+  expect_near(clamp_min(x, 0.0), {0, 0, 0, 0.5, 2});
+  expect_near(clamp_max(x, 0.0), {-2, -0.5, 0, 0, 0});
+  expect_near(clamp(x, -0.5, std::nullopt), {-0.5, -0.5, 0, 0.5, 2});
+  expect_near(clamp(x, std::nullopt, 0.5), {-2, -0.5, 0, 0.5, 0.5});
+  sum(clamp(x, -0.5, std::nullopt)).backward();
+  // The bound itself passes the gradient, as the two-sided clamp's always has and PyTorch 1.13's
+  // does; PyTorch 2 gives 0 there.
+  expect_near(x.grad(), {0, 1, 1, 1, 1});
+  expect_same_values(clamp_min(tensor({kNaN, -kInf}), 0.0), {kNaN, 0});
+  EXPECT_GRADCHECK([](auto& v) { return clamp_max(v[0], 0.3); }, {leaf({3, 4})});
+}
+
+TEST_F(EverydayOps, OneSidedClampErrors) {
+  expect_error([] { clamp(zeros({2}), std::nullopt, std::nullopt); },
+               "[clamp] needs a min or a max, both are missing (input shape [2])");
+  expect_error([] { clamp(zeros({2}), 1.0, 0.0); }, "[clamp] min (1) must not exceed max (0)");
+  expect_error([] { clamp_min(zeros({2}, kInt64), 0.0); }, "[clamp_min] expects a floating point tensor, got int64");
+  expect_error([] { clamp_max(Tensor(), 0.0); }, "[clamp_max] input is an undefined tensor");
+}
+
+TEST_F(EverydayOps, TanhGeluIsTheApproximation) {
+  const Tensor x = tensor({-3, -1, 0, 0.5, 2});
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  std::vector<double> want;
+  for (double v : values(x)) want.push_back(0.5 * v * (1 + std::tanh(c * (v + 0.044715 * v * v * v))));
+  expect_near(gelu(x, GeluApproximate::Tanh), want, 1e-6);
+  // Not the exact form: they differ by up to about 1e-3.
+  EXPECT_GT(max(abs(gelu(x, GeluApproximate::Tanh) - gelu(x))).item(), 1e-4);
+  EXPECT_EQ(gelu(x.to(kBFloat16), GeluApproximate::Tanh).dtype(), kBFloat16);
+  EXPECT_GRADCHECK([](auto& v) { return gelu(v[0], GeluApproximate::Tanh); }, {leaf({2, 5}, -4, 4)});
+}
+
+TEST_F(EverydayOps, ClampGeluEmbeddingParity) {
+  Fixture f = Fixture::load("everyday_clamp_gelu_embedding.txt");
+  Tensor x = fixture_leaf(f, "x"), weight = fixture_leaf(f, "weight");
+  Tensor out_min = clamp_min(x, 0.5), out_max = clamp(x, std::nullopt, -0.5);
+  Tensor out_gelu = gelu(x, GeluApproximate::Tanh), out_emb = embedding(weight, f.get("ids"), -1);
+  EXPECT_MATCHES(f, "out_min", out_min);
+  EXPECT_MATCHES(f, "out_max", out_max);
+  EXPECT_MATCHES(f, "out_gelu", out_gelu);
+  EXPECT_MATCHES(f, "out_emb", out_emb);
+  (sum(out_min * f.get("w_min")) + sum(out_max * f.get("w_max")) + sum(out_gelu * f.get("w_gelu")) +
+   sum(out_emb * f.get("w_emb")))
+      .backward();
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+  EXPECT_MATCHES(f, "grad_weight", weight.grad());
+}
+
+TEST_F(EverydayOps, EmbeddingPaddingRowGetsNoGradient) {
+  const Tensor weight = leaf({4, 2});
+  const Tensor ids = from_vector(std::vector<int64_t>{1, 3, 1, 0}, {4}, kInt64);
+  sum(embedding(weight, ids, 1) * 2.0).backward();
+  expect_near(weight.grad(), {2, 2, 0, 0, 0, 0, 2, 2});  // row 1 looked up twice, no gradient
+  // Row 2 is never looked up, so its zero gradient is also the true one (a looked-up padding row's
+  // is not: PyTorch and ember leave it out on purpose).
+  EXPECT_GRADCHECK([&](auto& v) { return embedding(v[0], ids, -2); }, {leaf({4, 3})});
+  expect_error([&] { embedding(weight, ids, 4); },
+               "[embedding] padding_idx 4 is out of range for a table of 4 embeddings (weight shape [4, 2])");
+  expect_error([&] { embedding(weight, ids, -5); }, "[embedding] padding_idx -5 is out of range");
+}
+
+TEST_F(EverydayOps, ArangeOfInt64IsExact) {
+  // Position ids as a GPT-2 port makes them: int64, exact.
+  const Tensor positions = arange(0, 5, 1, kInt64);
+  EXPECT_EQ(positions.dtype(), kInt64);
+  EXPECT_EQ(ints(positions), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(ints(arange(10, 0, -3, kInt64)), (std::vector<int64_t>{10, 7, 4, 1}));
+  const int64_t big = int64_t{1} << 52;
+  EXPECT_EQ(ints(arange(static_cast<double>(big), static_cast<double>(big + 3), 1, kInt64)),
+            (std::vector<int64_t>{big, big + 1, big + 2}));
+}
+
+// --- vector_norm, normalize, cosine_similarity ---
+
+TEST_F(EverydayOps, VectorNormByHand) {
+  const Tensor x = tensor({3, -4, 0, 0, 0, 0}).reshape({2, 3});
+  expect_near(vector_norm(x, 2.0, {1}), {5, 0});
+  expect_near(vector_norm(x), {5});
+  expect_near(vector_norm(x, 1.0, {1}, true), {7, 0});
+  EXPECT_EQ(vector_norm(x, 1.0, {1}, true).shape(), (Shape{2, 1}));
+  expect_near(vector_norm(x, kInf, {1}), {4, 0});
+  expect_near(vector_norm(x, -kInf, {0}), {0, 0, 0});
+  expect_near(vector_norm(x, 0.0, {1}), {2, 0});
+  expect_near(vector_norm(x, 3.0, {1}), {std::cbrt(91.0), 0}, 1e-5);
+  // The gradient where the norm is 0 is 0 (PyTorch's subgradient), for every ord.
+  for (double ord : {2.0, 1.0, kInf, 3.0, 0.5}) {
+    SCOPED_TRACE(ord);
+    const Tensor z = zeros({3}).requires_grad_();
+    vector_norm(z, ord).backward();
+    expect_near(z.grad(), {0, 0, 0});
+  }
+  // ord 0 counts: no gradient at all.
+  const Tensor y = tensor({1, 0, 2}).requires_grad_();
+  vector_norm(y, 0.0).backward();
+  EXPECT_FALSE(y.grad().defined());
+  // dtype converts first; 16-bit inputs compute in float32 and return their dtype.
+  EXPECT_EQ(vector_norm(x, 2.0, {}, false, kFloat64).dtype(), kFloat64);
+  const Tensor h = full({300}, 1.0, kBFloat16);
+  EXPECT_EQ(vector_norm(h).dtype(), kBFloat16);
+  EXPECT_NEAR(vector_norm(h).item(), std::sqrt(300.0), 0.1);  // a bfloat16 running sum would stop at 256
+  for (double ord : {2.0, 1.0, kInf, -kInf, 3.0, 0.5, 1.5, -1.0})
+    EXPECT_GRADCHECK([ord](auto& v) { return vector_norm(v[0], ord, {1}); }, {leaf({3, 4}, 0.2, 2.0)});
+}
+
+TEST_F(EverydayOps, VectorNormErrors) {
+  expect_error([] { vector_norm(zeros({2}, kInt64)); }, "[vector_norm] expects a floating point tensor, got int64");
+  expect_error([] { vector_norm(zeros({2}, kFloat64), 2.0, {}, false, kFloat32); },
+               "[vector_norm] cannot compute a float64 tensor of shape [2] in float32");
+  expect_error([] { vector_norm(zeros({0, 3}), kInf, {0}); },
+               "[vector_norm] cannot take the inf norm over dim 0 of a tensor of shape [0, 3]");
+  expect_near(vector_norm(zeros({0, 3}), 2.0, {0}), {0, 0, 0});  // an empty sum is 0, as PyTorch's
+  expect_error([] { vector_norm(zeros({2, 3}), 2.0, {2}); }, "dim 2 is out of range");
+  expect_error([] { vector_norm(zeros({2, 3}), 2.0, {1, -1}); }, "[vector_norm] dim [1, -1] names a dim more than once");
+}
+
+// NORM_VARIANTS of make_everyday_fixtures.py: (name, ord, dims, keepdim).
+void check_vector_norm_parity(const std::string& file) {
+  struct Variant {
+    std::string name;
+    double ord;
+    Shape dims;
+    bool keepdim;
+  };
+  const std::vector<Variant> variants = {{"2", 2.0, {1}, false},     {"1", 1.0, {1}, true},
+                                         {"inf", kInf, {1}, false},  {"neg_inf", -kInf, {0}, false},
+                                         {"3", 3.0, {0, 1}, false},  {"half", 0.5, {1}, false},
+                                         {"1_5", 1.5, {1}, false}};
+  Fixture f = Fixture::load(file);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    Tensor x = fixture_leaf(f, "x");
+    Tensor out = vector_norm(x, v.ord, v.dims, v.keepdim);
+    EXPECT_MATCHES(f, "out_" + v.name, out);
+    sum(out * f.get("w_" + v.name)).backward();
+    EXPECT_MATCHES(f, "grad_" + v.name, x.grad());
+  }
+}
+TEST_F(EverydayOps, VectorNormParity) { check_vector_norm_parity("everyday_vector_norm.txt"); }
+TEST_F(EverydayOps, VectorNormParityFloat64) { check_vector_norm_parity("everyday_vector_norm_f64.txt"); }
+
+TEST_F(EverydayOps, NormalizeAndCosineSimilarityByHand) {
+  expect_near(normalize(tensor({3, 4, 0, 0}).reshape({2, 2})), {0.6, 0.8, 0, 0});
+  expect_near(normalize(tensor({1, -3}), 1.0, 0), {0.25, -0.75});
+  const Tensor a = tensor({1, 0, 1, 1}).reshape({2, 2}), b = tensor({1, 0});
+  expect_near(cosine_similarity(a, b), {1, 1 / std::sqrt(2.0)}, 1e-6);
+  EXPECT_EQ(cosine_similarity(zeros({2, 1, 3}), zeros({4, 3}), -1).shape(), (Shape{2, 4}));
+  expect_near(cosine_similarity(zeros({3}), tensor({1, 2, 3}), 0), {0});  // a zero side gives 0, not NaN
+  EXPECT_GRADCHECK([](auto& v) { return normalize(v[0], 3.0, 0); }, {leaf({3, 4})});
+  EXPECT_GRADCHECK([](auto& v) { return cosine_similarity(v[0], v[1], -1); }, {leaf({2, 3, 4}), leaf({3, 1})});
+}
+
+TEST_F(EverydayOps, NormalizeCosineParity) {
+  Fixture f = Fixture::load("everyday_normalize_cosine.txt");
+  Tensor x = fixture_leaf(f, "x"), a = fixture_leaf(f, "a"), b = fixture_leaf(f, "b");
+  Tensor out_normalize = normalize(x), out_normalize1 = normalize(x, 1.0, 0, 0.5);
+  Tensor out_cosine = cosine_similarity(a, b, -1);
+  EXPECT_MATCHES(f, "out_normalize", out_normalize);
+  EXPECT_MATCHES(f, "out_normalize1", out_normalize1);
+  EXPECT_MATCHES(f, "out_cosine", out_cosine);
+  (sum(out_normalize * f.get("w_norm")) + sum(out_normalize1 * f.get("w_norm1")) + sum(out_cosine * f.get("w_cos")))
+      .backward();
+  EXPECT_MATCHES(f, "grad_x", x.grad());
+  EXPECT_MATCHES(f, "grad_a", a.grad());  // the row whose norm is below eps: PyTorch 2's gradient
+  EXPECT_MATCHES(f, "grad_b", b.grad());
+}
+
+TEST_F(EverydayOps, NormalizeCosineErrors) {
+  expect_error([] { normalize(zeros({2}, kInt64), 2.0, 0); }, "[normalize] expects a floating point tensor, got int64");
+  expect_error([] { cosine_similarity(zeros({2}, kInt64), zeros({2}, kInt64), 0); },
+               "[cosine_similarity] expects floating point tensors, got int64 of shape [2] and int64 of shape [2]");
+  expect_error([] { cosine_similarity(zeros({2, 3}), zeros({4}), 1); },
+               "[cosine_similarity] shapes [2, 3] and [4] cannot be broadcast together");
+  expect_error([] { cosine_similarity(zeros({2, 3}), zeros({2, 3}), 2); }, "dim 2 is out of range");
+  expect_error([] { cosine_similarity(zeros({2}), Tensor(), 0); }, "[cosine_similarity] x2 is an undefined tensor");
 }

@@ -471,6 +471,9 @@ TEST(Layers, ActivationsAndFlatten) {
   EXPECT_EQ(values(nn::Sigmoid()(x)), values(sigmoid(x)));
   EXPECT_EQ(values(nn::Tanh()(x)), values(tanh(x)));
   EXPECT_EQ(values(nn::GELU()(x)), values(gelu(x)));
+  nn::GELU tanh_gelu(GeluApproximate::Tanh);
+  EXPECT_EQ(values(tanh_gelu(x)), values(gelu(x, GeluApproximate::Tanh)));
+  EXPECT_EQ(tanh_gelu.str(), "GELU(approximate='tanh')");
   EXPECT_EQ(nn::Flatten()(x).shape(), (Shape{2, 12}));
   EXPECT_EQ(nn::Flatten(0, 1)(x).shape(), (Shape{6, 2, 2}));
 }
@@ -753,6 +756,23 @@ TEST(Layers, EmbeddingLooksUpRowsAndRefusesBadIds) {
   expect_error([&] { table(zeros({2})); }, "[embedding] indices must be int64, got float32");
   expect_error([] { nn::Embedding(0, 4); },
                "[Embedding] num_embeddings and embedding_dim must be positive, got 0 and 4");
+}
+
+TEST(Layers, EmbeddingPaddingRowStartsAtZeroAndDoesNotTrain) {
+  manual_seed(5);
+  nn::Embedding table(6, 3, /*padding_idx=*/-2);  // row 4, as PyTorch stores it
+  EXPECT_EQ(table.padding_idx, 4);
+  EXPECT_EQ(table.str(), "Embedding(6, 3, padding_idx=4)");
+  EXPECT_EQ(values(table.weight.select(0, 4)), (std::vector<double>{0, 0, 0}));
+  EXPECT_NE(values(table.weight.select(0, 3)), (std::vector<double>{0, 0, 0}));
+  std::vector<std::string> keys;
+  for (const auto& [key, t] : table.state_dict()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"weight"}));  // padding_idx is a setting, not state
+  sum(table(from_vector<int64_t>({4, 1, 4}, {3}, TensorOptions(kInt64)))).backward();
+  EXPECT_EQ(values(table.weight.grad().select(0, 4)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(values(table.weight.grad().select(0, 1)), (std::vector<double>{1, 1, 1}));
+  expect_error([] { nn::Embedding(6, 3, 6); }, "[Embedding] padding_idx 6 must lie in [-num_embeddings, num_embeddings) = [-6, 6)");
+  expect_error([] { nn::Embedding(6, 3, -7); }, "[Embedding] padding_idx -7 must lie in");
 }
 
 TEST(Layers, MultiheadAttentionSplitsHeadsAndIsCausal) {

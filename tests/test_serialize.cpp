@@ -24,7 +24,9 @@
 #include "core/generator.h"
 #include "fixture.h"
 #include "nn/batch_norm.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
+#include "nn/state_dict_mapping.h"
 #include "serialize/checksum.h"
 #include "serialize/json.h"
 #include "serialize/safetensors.h"
@@ -332,6 +334,105 @@ TEST_F(Serialize, LoadingIntoADifferentModuleNamesTheKeys) {
   expect_error([&] { nn::load(other, file); },
                {"missing keys: head.bias, head.weight",
                 "unexpected keys: bn.bias, bn.num_batches_tracked, bn.running_mean, bn.running_var, bn.weight"});
+}
+
+// A BERT-like checkpoint of another library: its keys prefixed "bert.", its embeddings under
+// another name, a pooler and a head the model has no place for, and tensors in bfloat16, float16
+// and float64 (ember's own save writes them, as the safetensors package would).
+struct Encoder : nn::Module {
+  nn::Embedding tokens{8, 4};
+  nn::Linear proj{4, 3};
+  Encoder() {
+    register_module("tokens", tokens);
+    register_module("proj", proj);
+  }
+};
+
+StateDict bert_like_checkpoint() {
+  manual_seed(21);
+  return {{"bert.embeddings.word_embeddings.weight", randn({8, 4}).to(kBFloat16)},
+          {"bert.proj.weight", randn({3, 4}).to(kFloat16)},
+          {"bert.proj.bias", randn({3}, kFloat64)},
+          {"bert.pooler.dense.weight", randn({4, 4})},
+          {"cls.predictions.bias", randn({8})}};
+}
+
+nn::KeyMap bert_key_map() {
+  nn::KeyMap map;
+  map.rename_prefix("bert.", "")
+      .rename([](const std::string& key) {
+        const std::string from = "embeddings.word_embeddings.";
+        return key.starts_with(from) ? "tokens." + key.substr(from.size()) : key;
+      })
+      .drop_prefix("cls.")
+      .drop_if([](const std::string& key) { return key.find("pooler") != std::string::npos; });
+  return map;
+}
+
+TEST_F(Serialize, KeyMapLoadsAnotherLibrarysCheckpointConvertingDtypes) {
+  const std::string file = path("bert.safetensors");
+  nn::save_safetensors(bert_like_checkpoint(), file);
+  const StateDict state = nn::load_safetensors(file);
+  EXPECT_EQ(state.at("bert.embeddings.word_embeddings.weight").dtype(), kBFloat16);
+
+  const nn::KeyMap map = bert_key_map();
+  EXPECT_EQ(map.map("bert.proj.weight"), "proj.weight");
+  EXPECT_EQ(map.map("bert.embeddings.word_embeddings.weight"), "tokens.weight");
+  EXPECT_EQ(map.map("bert.pooler.dense.weight"), std::nullopt);
+  EXPECT_EQ(map.map("cls.predictions.bias"), std::nullopt);
+  Encoder model;
+  const Tensor handle = model.tokens.weight;
+  const nn::LoadResult result = nn::load_state_dict(model, state, map);
+  EXPECT_TRUE(result.missing_keys.empty());
+  EXPECT_TRUE(result.unexpected_keys.empty());
+  EXPECT_TRUE(handle.is_same(model.tokens.weight));
+  for (const auto& [key, from] : std::vector<std::pair<std::string, std::string>>{
+           {"tokens.weight", "bert.embeddings.word_embeddings.weight"},
+           {"proj.weight", "bert.proj.weight"},
+           {"proj.bias", "bert.proj.bias"}}) {
+    SCOPED_TRACE(key);
+    const Tensor loaded = model.state_dict().at(key);
+    EXPECT_EQ(loaded.dtype(), kFloat32);  // converted on load, as PyTorch's copy_ converts
+    // 16-bit values are exact in float32; the float64 bias rounds once.
+    EXPECT_EQ(loaded.to_vector<double>(), state.at(from).to(kFloat32).to_vector<double>());
+  }
+}
+
+TEST_F(Serialize, KeyMapErrorsNameTheKeys) {
+  const StateDict state = bert_like_checkpoint();
+  Encoder model;
+  // Strict: a key the map leaves without a place is named as the checkpoint has it.
+  nn::KeyMap keeps_pooler;
+  keeps_pooler.rename_prefix("bert.", "").drop_prefix("cls.");
+  expect_error([&] { nn::load_state_dict(model, state, keeps_pooler); },
+               {"[Encoder] load_state_dict through a KeyMap failed: the map left keys with no place in the module: "
+                "bert.embeddings.word_embeddings.weight (as embeddings.word_embeddings.weight), "
+                "bert.pooler.dense.weight (as pooler.dense.weight); drop them"});
+  // Not strict: they are reported as PyTorch reports them, and the rest loads.
+  const nn::LoadResult result = nn::load_state_dict(model, state, keeps_pooler, /*strict=*/false);
+  EXPECT_EQ(result.missing_keys, (std::vector<std::string>{"tokens.weight"}));
+  EXPECT_EQ(result.unexpected_keys,
+            (std::vector<std::string>{"embeddings.word_embeddings.weight", "pooler.dense.weight"}));
+  EXPECT_EQ(model.proj.bias.to_vector<double>(), state.at("bert.proj.bias").to(kFloat32).to_vector<double>());
+
+  nn::KeyMap merges;
+  merges.rename([](const std::string& key) { return key.substr(key.rfind('.') + 1); });
+  expect_error([&] { merges.apply(state); },
+               {"[KeyMap] the keys 'bert.embeddings.word_embeddings.weight' and 'bert.pooler.dense.weight' both map to "
+                "'weight'; drop one of them or rename them apart"});
+  StateDict with_hole = state;
+  with_hole["bert.proj.bias"] = Tensor();
+  expect_error([&] { bert_key_map().apply(with_hole); }, {"[KeyMap] the checkpoint's tensor 'bert.proj.bias' is undefined"});
+  // A dropped key may be undefined: it is never loaded.
+  with_hole["bert.pooler.dense.weight"] = Tensor();
+  with_hole["bert.proj.bias"] = state.at("bert.proj.bias");
+  EXPECT_EQ(bert_key_map().apply(with_hole).size(), 3u);
+  nn::KeyMap empty_name;
+  empty_name.rename([](const std::string&) { return std::string(); });
+  expect_error([&] { empty_name.apply(state); },
+               {"[KeyMap] rename turned the key 'bert.embeddings.word_embeddings.weight' into an empty name"});
+  expect_error([] { nn::KeyMap().drop_prefix(""); },
+               {"[KeyMap] drop_prefix needs a prefix; an empty one would drop every key"});
 }
 
 TEST_F(Serialize, BadFilesFailWithClearErrors) {

@@ -3,7 +3,6 @@
 // forward alone would give other gradients than PyTorch's where the logs are clamped (BCE) and
 // would differentiate softplus through abs() and relu() at x = 0 (BCE with logits).
 #include <cmath>
-#include <limits>
 
 #include "core/autocast.h"
 #include "core/autograd/function.h"
@@ -19,9 +18,8 @@ using autograd::Grads;
 namespace {
 
 constexpr double kLogFloor = -100.0;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor clamped_log(const Tensor& x) { return clamp(log(x), kLogFloor, kInf); }
+Tensor clamped_log(const Tensor& x) { return clamp_min(log(x), kLogFloor); }
 
 // Note [Binary cross-entropy]
 // loss = -(t log(x) + (1 - t) log(1 - x)). At x = 0 or 1 one log is -inf; PyTorch clamps each at
@@ -41,7 +39,7 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     const Tensor x = c.get(s.input), t = c.get(s.target);
     Tensor gx, gt;
-    if (c.needs_input_grad(0)) gx = g * (x - t) / clamp(x * (1.0 - x), 1e-12, kInf);
+    if (c.needs_input_grad(0)) gx = g * (x - t) / clamp_min(x * (1.0 - x), 1e-12);
     if (c.needs_input_grad(1)) gt = g * (clamped_log(1.0 - x) - clamped_log(x));
     return {gx, gt};
   }

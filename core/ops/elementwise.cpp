@@ -1,5 +1,7 @@
 // Elementwise ops: forward (a kernel call) and backward (tensor ops, so any device) side by side.
 #include <cmath>
+#include <limits>
+#include <numbers>
 #include <optional>
 
 #include "core/autocast.h"
@@ -15,6 +17,8 @@ using autograd::Function;
 using autograd::Grads;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 namespace ops {
 Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
@@ -425,9 +429,24 @@ Tensor rsqrt(const Tensor& x) {
 }
 Tensor abs(const Tensor& x) { return Abs::apply(x); }
 Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
-Tensor clamp(const Tensor& x, double min, double max) {
-  EMBER_CHECK(min <= max, "[clamp] min (", min, ") must not exceed max (", max, ")");
-  return Clamp::apply(x, min, max);
+// A missing bound is an infinite one: the kernel's comparisons and InRange's gradient mask treat
+// -inf and inf as no bound at all, so the one-sided forms need no kernels of their own.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  ops::check_defined(x, "clamp");
+  EMBER_CHECK(min || max, "[clamp] needs a min or a max, both are missing (input shape ", shape_str(x.shape()), ")");
+  const double lo = min.value_or(-kInf), hi = max.value_or(kInf);
+  EMBER_CHECK(lo <= hi, "[clamp] min (", lo, ") must not exceed max (", hi, ")");
+  return Clamp::apply(x, lo, hi);
+}
+Tensor clamp_min(const Tensor& x, double min) {
+  ops::check_defined(x, "clamp_min");
+  ops::check_floating(x, "clamp_min");
+  return clamp(x, min, std::nullopt);
+}
+Tensor clamp_max(const Tensor& x, double max) {
+  ops::check_defined(x, "clamp_max");
+  ops::check_floating(x, "clamp_max");
+  return clamp(x, std::nullopt, max);
 }
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
   ops::check_defined(x, "clamp");
@@ -445,7 +464,17 @@ Tensor relu(const Tensor& x) { return Relu::apply(x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope); }
 Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
-Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
+// The tanh form is composed of ops (its gradient follows from theirs); 16-bit inputs compute it in
+// float32, as the fused form's kernel does, so that the cubic does not round at every step.
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  if (approximate == GeluApproximate::None) return Gelu::apply(x);
+  ops::check_defined(x, "gelu");
+  ops::check_floating(x, "gelu");
+  const Tensor v = is_sixteen_bit(x.dtype()) ? x.to(kFloat32) : x;
+  const double sqrt_2_over_pi = std::sqrt(2.0 / std::numbers::pi);
+  const Tensor y = 0.5 * v * (1.0 + tanh(sqrt_2_over_pi * (v + 0.044715 * v * v * v)));
+  return y.to(x.dtype());
+}
 Tensor silu(const Tensor& x) { return Silu::apply(x); }
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) { return Where::apply(condition, a, b); }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {

@@ -45,6 +45,13 @@ inline Split3 split_at(const Shape& shape, int64_t d) {
   return s;
 }
 
+// Reduction dims (core/ops/reduce.cpp): `dims` wrapped, sorted and de-duplicated (empty means every
+// dim; a dim named twice is an error naming `op`), and the shape a reduction over them leaves with
+// keepdim (reduced dims 1) and without (reduced dims gone).
+Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op);
+Shape keepdim_shape(const Shape& shape, const Shape& dims);
+Shape squeezed_shape(const Shape& shape, const Shape& dims);
+
 inline Tensor empty_on(const Shape& shape, DType dtype, Device device) {
   return empty(shape, TensorOptions(dtype).with_device(device));
 }

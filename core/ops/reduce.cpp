@@ -15,19 +15,7 @@ using autograd::Grads;
 using kernels::ReduceOp;
 
 namespace ops {
-Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec) {
-  if (y.dim() == 0) return softmax_backward(y.reshape({1}), g.reshape({1}), 0, spec).reshape({});
-  const int64_t last = y.dim() - 1;
-  const Tensor rows_y = y.transpose(dim, last).contiguous(), rows_g = g.transpose(dim, last).contiguous();
-  Tensor gx = empty_on(rows_y.shape(), rows_y.dtype(), rows_y.device());
-  if (gx.numel() > 0) kernels::softmax_backward[y.device()](rows_y, rows_g, gx, spec);
-  return gx.transpose(dim, last);
-}
-}  // namespace ops
-
-namespace {
-
-// Sorted, de-duplicated, non-negative dims; empty means every dim.
+// The reduction dims and shapes of helpers.h.
 Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op) {
   Shape out;
   for (int64_t d : dims) out.push_back(wrap_dim(d, ndim, op));
@@ -51,6 +39,22 @@ Shape squeezed_shape(const Shape& shape, const Shape& dims) {
     if (!std::binary_search(dims.begin(), dims.end(), static_cast<int64_t>(d))) out.push_back(shape[d]);
   return out;
 }
+
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec) {
+  if (y.dim() == 0) return softmax_backward(y.reshape({1}), g.reshape({1}), 0, spec).reshape({});
+  const int64_t last = y.dim() - 1;
+  const Tensor rows_y = y.transpose(dim, last).contiguous(), rows_g = g.transpose(dim, last).contiguous();
+  Tensor gx = empty_on(rows_y.shape(), rows_y.dtype(), rows_y.device());
+  if (gx.numel() > 0) kernels::softmax_backward[y.device()](rows_y, rows_g, gx, spec);
+  return gx.transpose(dim, last);
+}
+}  // namespace ops
+
+namespace {
+
+using ops::keepdim_shape;
+using ops::normalize_dims;
+using ops::squeezed_shape;
 
 // Reduces `dims` of x (result in keepdim shape). Each run of adjacent dims is one kernel pass
 // over x viewed as [outer, k, inner]; mean of equal-sized means is the mean, so Mean composes.
