@@ -47,7 +47,9 @@ Tensor tanh(const Tensor& x);
 // The exact (erf) form, PyTorch's default, or the tanh approximation GPT-2 was trained with
 // (F.gelu(x, approximate="tanh")): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 enum class GeluApproximate { None, Tanh };
-Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+// Two overloads rather than a default argument, so that &gelu still names the one-tensor form.
+Tensor gelu(const Tensor& x);
+Tensor gelu(const Tensor& x, GeluApproximate approximate);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
 // condition is a uint8 mask; condition, a and b broadcast together.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);

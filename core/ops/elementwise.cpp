@@ -466,8 +466,9 @@ Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
 // The tanh form is composed of ops (its gradient follows from theirs); 16-bit inputs compute it in
 // float32, as the fused form's kernel does, so that the cubic does not round at every step.
+Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  if (approximate == GeluApproximate::None) return Gelu::apply(x);
+  if (approximate == GeluApproximate::None) return gelu(x);
   ops::check_defined(x, "gelu");
   ops::check_floating(x, "gelu");
   const Tensor v = is_sixteen_bit(x.dtype()) ? x.to(kFloat32) : x;
