@@ -101,7 +101,8 @@ TEST(Attention, DropoutUnderCheckpointGivesThePlainGradients) {
   std::vector<std::vector<Tensor>> grads;  // of q and k: plain, checkpointed, without dropout
   for (const int run : {0, 1, 2}) {
     const Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_();
-    auto attend = [&](const Tensor& x) { return scaled_dot_product_attention(x, k, v, Tensor(), run == 2 ? 0.0 : 0.3); };
+    const double p = run == 2 ? 0.0 : 0.3;
+    auto attend = [&](const Tensor& x) { return scaled_dot_product_attention(x, k, v, Tensor(), p); };
     manual_seed(11);
     const Tensor out = run == 1 ? utils::checkpoint(attend, q) : attend(q);
     sum(out * w).backward();
@@ -142,7 +143,8 @@ void check_mha(const std::string& file) {
     EXPECT_MATCHES(f, "grad.key", key.grad());
     EXPECT_MATCHES(f, "grad.value", value.grad());
   }
-  expect_param_grads(f, mha, self ? std::vector<std::string>{"query"} : std::vector<std::string>{"query", "key", "value"});
+  expect_param_grads(f, mha, self ? std::vector<std::string>{"query"}
+                                  : std::vector<std::string>{"query", "key", "value"});
 }
 
 }  // namespace
@@ -197,7 +199,8 @@ TEST(Attention, MultiheadAttentionDropsWeightsOnlyInTraining) {
 TEST(Attention, MultiheadAttentionErrors) {
   nn::MultiheadAttention mha(8, 2);
   const Tensor q = zeros({4, 3, 8}), kv = zeros({5, 3, 8});
-  expect_error([] { nn::MultiheadAttention(10, 3); }, "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
+  expect_error([] { nn::MultiheadAttention(10, 3); },
+               "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
   expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, 0); }, "[MultiheadAttention] kdim must be positive, got 0");
   expect_error([] { nn::MultiheadAttention(8, 2, -0.1); },
                "[MultiheadAttention] dropout has to be between 0 and 1, but got -0.1");
