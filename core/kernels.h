@@ -220,6 +220,10 @@ struct SoftmaxSpec {
   bool log = false;
   double scale = 1.0;
   int64_t causal_rows = 0;
+  // A row whose visible values are all -inf gives the masked value everywhere (0 in a softmax)
+  // instead of NaN: attention's queries that may attend to nothing (Note [Rows that attend to
+  // nothing] in core/ops/attention.cpp). Its gradient is then 0 through the usual formula.
+  bool empty_rows_masked = false;
   // The columns row r sees: a prefix of the row.
   EMBER_HOST_DEVICE int64_t visible(int64_t r, int64_t cols) const {
     if (causal_rows <= 0) return cols;

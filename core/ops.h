@@ -258,12 +258,30 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
 // uint8 [size, size] mask, 1 where query i may attend to key j (j <= i): tril of ones.
 Tensor causal_mask(int64_t size, Device device = kCPU);
 // softmax(q @ k^T * scale + mask) @ v over q [..., L, E], k [..., S, E], v [..., S, Ev] (equal
-// leading dims) -> [..., L, Ev]. scale defaults to 1 / sqrt(E). causal masks key j > query i.
-// attn_mask broadcasts to [..., L, S]: uint8 (1 = may attend) or floating (added to the scores).
-// A query that may attend to no key gets NaN, as in PyTorch's math path. Note [What attention
-// saves] lists what the backward keeps.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+// leading dims) -> [..., L, Ev], with torch.nn.functional.scaled_dot_product_attention's arguments
+// and semantics. attn_mask broadcasts to [..., L, S]: uint8 (ember's bool: nonzero = may attend)
+// or floating in the query's dtype (added to the scores). is_causal masks key j > query i (the
+// top-left lower triangle of [L, S]); giving both is an error, as in PyTorch (causal_attn_mask
+// makes a mask that means both). scale defaults to 1 / sqrt(E). dropout_p > 0 drops attention
+// weights with that probability (always: pass 0 in eval mode, as PyTorch's modules do), drawing
+// from the default generator of q's device as dropout() does. A query that may attend to no key
+// gets zeros and passes no gradient, as PyTorch's math path since 2.5 (Note [Rows that attend to
+// nothing]). Note [What attention saves] lists what the backward keeps.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+// The argument order before PyTorch's; causal and attn_mask together keep their old meaning (the
+// mask narrowed to the causal pattern).
+[[deprecated("use scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)")]]
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     const Tensor& attn_mask = Tensor(), std::optional<double> scale = std::nullopt);
+// The weights scaled_dot_product_attention multiplies v by, before its dropout: [..., L, S], the
+// same arguments and checks. For callers that return them (nn::MultiheadAttention's need_weights).
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask = Tensor(), bool is_causal = false,
+                         std::optional<double> scale = std::nullopt);
+// attn_mask (as scaled_dot_product_attention takes it) narrowed to the causal pattern of [L, S]
+// scores: uint8 masks get 0 and floating ones -inf where key j > query i.
+Tensor causal_attn_mask(const Tensor& attn_mask, int64_t L, int64_t S);
 
 // --- fingerprints (core/ops/fingerprint.cpp) ---
 // 64 bits that change when any element of x changes, the same on every device (Note [Tensor

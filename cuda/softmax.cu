@@ -18,8 +18,9 @@ __global__ void softmax_kernel(const T* x, int64_t rows, int64_t cols, T* out, k
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* in = x + r * cols;
     T* o = out + r * cols;
-    const int64_t n = spec.visible(r, cols);
+    int64_t n = spec.visible(r, cols);
     const RowStats<T> s = row_stats(in, n, scale);
+    if (spec.empty_rows_masked && body::all_minus_infinity(s.max)) n = 0;
     const auto norm = body::normaliser<T>(s.sum_exp);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
       const T v = body::shifted(in[j], scale, s.max);

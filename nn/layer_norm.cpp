@@ -7,7 +7,7 @@
 
 namespace ember::nn {
 
-LayerNorm::LayerNorm(Shape shape, double eps, bool affine)
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine, bool with_bias)
     : normalized_shape(std::move(shape)), eps(eps), elementwise_affine(affine) {
   EMBER_CHECK(!normalized_shape.empty() &&
                   std::all_of(normalized_shape.begin(), normalized_shape.end(), [](int64_t d) { return d > 0; }),
@@ -15,7 +15,7 @@ LayerNorm::LayerNorm(Shape shape, double eps, bool affine)
   EMBER_CHECK(std::isfinite(eps) && eps > 0.0, "[LayerNorm] eps must be finite and > 0, got ", eps);
   if (affine) {
     weight = register_parameter("weight", ones(normalized_shape));
-    bias = register_parameter("bias", zeros(normalized_shape));
+    if (with_bias) bias = register_parameter("bias", zeros(normalized_shape));
   }
 }
 

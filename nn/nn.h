@@ -3,6 +3,7 @@
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
+#include "nn/causal_self_attention.h"
 #include "nn/container.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
@@ -21,3 +22,4 @@
 #include "nn/sequential.h"
 #include "nn/state_dict_mapping.h"
 #include "nn/transformer.h"
+#include "nn/transformer_encoder.h"

@@ -1,5 +1,5 @@
 #pragma once
-#include "nn/attention.h"
+#include "nn/causal_self_attention.h"
 #include "nn/layer_norm.h"
 #include "nn/sequential.h"
 
@@ -10,7 +10,7 @@ namespace ember::nn {
 //   x = x + mlp(ln2(x)),   mlp = Linear(d, 4d), GELU, Linear(4d, d), Dropout
 // Normalising before each sublayer leaves the residual path an identity from the embeddings to
 // the last block, which is what lets deep stacks train without a learning-rate warm-up dance.
-// attn is causal MultiheadAttention (Note [Multi-head self-attention]); dropout applies to both
+// attn is a CausalSelfAttention (Note [Multi-head self-attention]); dropout applies to both
 // sublayers' outputs. Input and output [batch, seq, d].
 class TransformerBlock : public Module {
  public:
@@ -18,7 +18,7 @@ class TransformerBlock : public Module {
   Tensor forward(const Tensor& x) override;
 
   LayerNorm ln1;
-  MultiheadAttention attn;
+  CausalSelfAttention attn;
   LayerNorm ln2;
   Sequential mlp;
 };

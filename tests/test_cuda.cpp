@@ -553,6 +553,15 @@ TEST(Cuda, SoftmaxSpecsAndBackwardMatchCpu) {
       kernels::softmax_backward[kCUDA](y.to(kCUDA), g.to(kCUDA), ggx, spec);
       expect_matches(ggx, gx, tol);
     }
+    // A row of -inf with empty_rows_masked: zeros on both (Note [Rows that attend to nothing]).
+    const Tensor empty_row = from_vector({0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {12, 1}).to(kUInt8);
+    const Tensor holes = where(empty_row, full({}, -INFINITY, dtype), x);
+    const kernels::SoftmaxSpec masked{.scale = 0.5, .empty_rows_masked = true};
+    Tensor y = empty({12, 9}, dtype), gy = empty({12, 9}, TensorOptions(dtype).with_device(kCUDA));
+    kernels::softmax[kCPU](holes, y, masked);
+    kernels::softmax[kCUDA](holes.to(kCUDA), gy, masked);
+    expect_matches(gy, y, tol);
+    EXPECT_EQ(y.select(0, 3).to_vector<double>(), std::vector<double>(9, 0.0));
   }
 }
 
@@ -894,14 +903,14 @@ TEST(Cuda, TransformerOpsMatchCpu) {
     const Tensor keep = from_vector({1, 1, 0, 1, 1, 1, 0}, {7}).to(kUInt8), bias = sample_of({5, 7});
     expect_same_forward_backward([&](const std::vector<Tensor>& v) {
       const Device d = v[0].device();
-      return scaled_dot_product_attention(v[0], v[1], v[2], true, keep.to(d)) +
-             scaled_dot_product_attention(v[0], v[1], v[2], false, bias.to(d), 0.3);
+      return scaled_dot_product_attention(v[0], v[1], v[2], causal_attn_mask(keep.to(d), 5, 7)) +
+             scaled_dot_product_attention(v[0], v[1], v[2], bias.to(d), 0.0, false, 0.3);
     }, {sample_of({2, 3, 5, 4}), sample_of({2, 3, 7, 4}), sample_of({2, 3, 7, 6})}, tol);
     // and without a mask: the fused scaled (causal) softmax, with more queries than keys too
     for (const int64_t queries : {5, 9}) {
       expect_same_forward_backward([&](const std::vector<Tensor>& v) {
-        return scaled_dot_product_attention(v[0], v[1], v[2], true) +
-               scaled_dot_product_attention(v[0], v[1], v[2], false, Tensor(), 0.3);
+        return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, true) +
+               scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, false, 0.3);
       }, {sample_of({2, 3, queries, 4}), sample_of({2, 3, 7, 4}), sample_of({2, 3, 7, 6})}, tol);
     }
   }

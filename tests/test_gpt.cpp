@@ -121,7 +121,7 @@ TEST(GPT, RefusesBadInput) {
                "[GPT] expected token ids [batch, seq], got shape [4]");
   examples::GPTConfig odd = tiny_config();
   odd.num_heads = 3;
-  expect_error([&] { examples::GPT bad(odd); }, "[MultiheadAttention] embed_dim 8 must be divisible by num_heads 3");
+  expect_error([&] { examples::GPT bad(odd); }, "[CausalSelfAttention] embed_dim 8 must be divisible by num_heads 3");
 }
 
 TEST(GPT, WeightDecayOnlyForMatmulWeights) {

@@ -775,9 +775,9 @@ TEST(Layers, EmbeddingPaddingRowStartsAtZeroAndDoesNotTrain) {
   expect_error([] { nn::Embedding(6, 3, -7); }, "[Embedding] padding_idx -7 must lie in");
 }
 
-TEST(Layers, MultiheadAttentionSplitsHeadsAndIsCausal) {
+TEST(Layers, CausalSelfAttentionSplitsHeadsAndIsCausal) {
   manual_seed(4);
-  nn::MultiheadAttention attn(8, 2);
+  nn::CausalSelfAttention attn(8, 2);
   EXPECT_EQ(attn.head_dim, 4);
   std::vector<std::string> names;
   for (auto& [name, t] : attn.named_parameters()) names.push_back(name);
@@ -804,30 +804,29 @@ TEST(Layers, MultiheadAttentionSplitsHeadsAndIsCausal) {
   EXPECT_EQ(values(y.narrow(1, 0, 4)), values(y2.narrow(1, 0, 4)));
   EXPECT_NE(values(y.narrow(1, 4, 1)), values(y2.narrow(1, 4, 1)));
 
-  EXPECT_NE(attn.str().find("MultiheadAttention(embed_dim=8, num_heads=2, dropout=0, causal=True\n"
+  EXPECT_NE(attn.str().find("CausalSelfAttention(embed_dim=8, num_heads=2, dropout=0, causal=True\n"
                             "  (qkv): Linear(in_features=8, out_features=24, bias=True)"),
             std::string::npos)
       << attn.str();
-  expect_error([] { nn::MultiheadAttention(10, 3); },
-               "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
-  expect_error([] { nn::MultiheadAttention(8, 0); },
-               "[MultiheadAttention] embed_dim and num_heads must be positive, got 8 and 0");
-  expect_error([] { nn::MultiheadAttention(8, 2, 1.5); },
-               "[MultiheadAttention] dropout has to be between 0 and 1, but got 1.5");
-  expect_error([&] { attn(randn({5, 8})); }, "[MultiheadAttention] expected input [batch, seq, 8], got shape [5, 8]");
+  expect_error([] { nn::CausalSelfAttention(10, 3); },
+               "[CausalSelfAttention] embed_dim 10 must be divisible by num_heads 3");
+  expect_error([] { nn::CausalSelfAttention(8, 0); },
+               "[CausalSelfAttention] embed_dim and num_heads must be positive, got 8 and 0");
+  expect_error([] { nn::CausalSelfAttention(8, 2, 1.5); },
+               "[CausalSelfAttention] dropout has to be between 0 and 1, but got 1.5");
+  expect_error([&] { attn(randn({5, 8})); }, "[CausalSelfAttention] expected input [batch, seq, 8], got shape [5, 8]");
   expect_error([&] { attn(randn({2, 5, 6})); },
-               "[MultiheadAttention] expected input [batch, seq, 8], got shape [2, 5, 6]");
+               "[CausalSelfAttention] expected input [batch, seq, 8], got shape [2, 5, 6]");
   expect_error([&] { attn.forward(x, ones({4, 4}, TensorOptions(kUInt8))); },
-               "[scaled_dot_product_attention] attn_mask of shape [4, 4] does not broadcast to the scores' shape "
-               "[2, 2, 5, 5]");
+               "[causal_attn_mask] attn_mask of shape [4, 4] does not broadcast with [L, S] = [5, 5]");
 
-  nn::MultiheadAttention small(4, 2);
+  nn::CausalSelfAttention small(4, 2);
   expect_module_gradcheck(small, randn({2, 3, 4}));
 }
 
-TEST(Layers, MultiheadAttentionDropoutIsTheOutputsAndOnlyInTraining) {
+TEST(Layers, CausalSelfAttentionDropoutIsTheOutputsAndOnlyInTraining) {
   manual_seed(6);
-  nn::MultiheadAttention attn(8, 2, 0.5);
+  nn::CausalSelfAttention attn(8, 2, 0.5);
   Tensor x = randn({2, 5, 8});
   attn.eval();
   Tensor plain = attn(x);

@@ -373,13 +373,13 @@ TEST(NnParity, Embedding) {
   expect_param_grads(f, table, kFloat32Tol);
 }
 
-TEST(NnParity, CausalMultiheadAttention) {
-  nn::MultiheadAttention attn(8, 2);
+TEST(NnParity, CausalSelfAttention) {
+  nn::CausalSelfAttention attn(8, 2);
   check_layer("mha_causal", attn, true);
 }
 
-TEST(NnParity, MultiheadAttentionWithAMask) {
-  nn::MultiheadAttention attn(8, 4, 0.0, /*causal=*/false);
+TEST(NnParity, CausalSelfAttentionWithAMask) {
+  nn::CausalSelfAttention attn(8, 4, 0.0, /*causal=*/false);
   check_layer("mha_mask", attn, true, kFloat32Tol,
               [&](const Fixture& f, const Tensor& x) { return attn.forward(x, f.get("mask").to(kUInt8)); });
 }

@@ -141,7 +141,7 @@ TEST(SimdLevels, RowKernelsAndATransformerBlockAgree) {
   at_every_level([&] { return values(log_softmax(scores, -1)); }, within(1e-7, 8));
   const Tensor q = randn({2, 3, 70, 16}), k = randn({2, 3, 70, 16}), v = randn({2, 3, 70, 16});
   // The output mixes v's rows with those weights, and the sums cancel: absolute.
-  at_every_level([&] { return values(scaled_dot_product_attention(q, k, v, /*causal=*/true)); }, within(1e-6, 8));
+  at_every_level([&] { return values(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, /*is_causal=*/true)); }, within(1e-6, 8));
 
   // A whole block, forward and backward: every loop above and LayerNorm's, GELU's derivative,
   // softmax's backward. Absolute: gradients sum many terms that cancel.

@@ -23,8 +23,9 @@ namespace body = softmax_bodies;
 // One row over its n visible columns of `cols`. exp runs once per element, in T, vectorised; the
 // output row holds e = exp(v - m) meanwhile.
 template <class T>
-void softmax_row(const T* in, T* o, int64_t n, int64_t cols, T scale, bool log) {
+void softmax_row(const T* in, T* o, int64_t n, int64_t cols, T scale, bool log, bool empty_rows_masked) {
   const T m = reduce_row<MaxOp<T>>(n, [in, scale](int64_t c) { return in[c] * scale; });
+  if (empty_rows_masked && body::all_minus_infinity(m)) n = 0;
   for (int64_t c = 0; c < n; ++c) o[c] = vmath::exp(body::shifted(in[c], scale, m));
   const auto norm = body::normaliser<T>(reduce_row<SumOp<T>>(n, load_from(o)));
   if (log) {
@@ -42,7 +43,9 @@ void softmax_cpu(const Tensor& x, const Tensor& out, const kernels::SoftmaxSpec&
     T* po = out.data<T>();
     const T scale = static_cast<T>(spec.scale);
     parallel_for(rows, rows * cols, [&](int64_t r) {
-      simd_dispatch([&] { softmax_row(px + r * cols, po + r * cols, spec.visible(r, cols), cols, scale, spec.log); });
+      simd_dispatch([&] {
+        softmax_row(px + r * cols, po + r * cols, spec.visible(r, cols), cols, scale, spec.log, spec.empty_rows_masked);
+      });
     });
   });
 }

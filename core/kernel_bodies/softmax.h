@@ -47,6 +47,13 @@ EMBER_HOST_DEVICE T masked_value(bool log) {
   return log ? -static_cast<T>(INFINITY) : T(0);
 }
 
+// Whether a row whose maximum (of the scaled values) is `max` has no finite value to normalise:
+// every value -inf (kernels::SoftmaxSpec::empty_rows_masked).
+template <class T>
+EMBER_HOST_DEVICE bool all_minus_infinity(T max) {
+  return static_cast<double>(max) == -static_cast<double>(INFINITY);
+}
+
 // The term the backward sums over a row: g * y, or g for log_softmax.
 template <class T>
 EMBER_HOST_DEVICE T backward_term(T y, T g, bool log) {

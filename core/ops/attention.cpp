@@ -1,6 +1,6 @@
 // Scaled dot-product attention, the math path: composed of differentiable ops (matmul, a fused
-// scaled and causal softmax, or where and softmax for an explicit mask), each with CPU and CUDA
-// kernels.
+// scaled and causal softmax, or a scaling, where or add and that softmax for an explicit mask,
+// dropout), each with CPU and CUDA kernels.
 #include <cmath>
 #include <limits>
 
@@ -17,29 +17,51 @@ using autograd::Grads;
 
 namespace {
 
-void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const char* op = "scaled_dot_product_attention";
-  ops::check_defined(q, op, "query");
-  ops::check_defined(k, op, "key");
-  ops::check_defined(v, op, "value");
-  ops::check_floating(q, op);
-  EMBER_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), "[", op, "] query, key and value must have one "
-              "dtype, got ", q.dtype(), ", ", k.dtype(), " and ", v.dtype());
-  ops::check_same_device(q, k, op);
-  ops::check_same_device(q, v, op);
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+void check_query_and_key(const Tensor& q, const Tensor& k) {
+  ops::check_defined(q, kOp, "query");
+  ops::check_defined(k, kOp, "key");
+  ops::check_floating(q, kOp);
+  EMBER_CHECK(k.dtype() == q.dtype(), "[", kOp, "] query and key must have one dtype, got ", q.dtype(), " and ",
+              k.dtype());
+  ops::check_same_device(q, k, kOp);
+  EMBER_CHECK(q.dim() >= 2 && k.dim() == q.dim(), "[", kOp, "] expects query [..., L, E] and key [..., S, E] with "
+              "the same number of dims (at least 2), got query ", shape_str(q.shape()), ", key ", shape_str(k.shape()));
+  EMBER_CHECK(Shape(k.shape().begin(), k.shape().end() - 2) == Shape(q.shape().begin(), q.shape().end() - 2),
+              "[", kOp, "] query and key must have the same leading dims, got query ", shape_str(q.shape()),
+              ", key ", shape_str(k.shape()));
+  EMBER_CHECK(k.size(-1) == q.size(-1), "[", kOp, "] key's head dim ", k.size(-1), " differs from query's ",
+              q.size(-1), ": query ", shape_str(q.shape()), ", key ", shape_str(k.shape()));
+}
+
+void check_value(const Tensor& q, const Tensor& k, const Tensor& v) {
+  ops::check_defined(v, kOp, "value");
   auto shapes = [&] {
     return "query " + shape_str(q.shape()) + ", key " + shape_str(k.shape()) + ", value " + shape_str(v.shape());
   };
-  EMBER_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), "[", op, "] expects query [..., L, E], "
-              "key [..., S, E] and value [..., S, Ev] with the same number of dims (at least 2), got ", shapes());
-  const Shape batch(q.shape().begin(), q.shape().end() - 2);
-  EMBER_CHECK(Shape(k.shape().begin(), k.shape().end() - 2) == batch &&
-                  Shape(v.shape().begin(), v.shape().end() - 2) == batch,
-              "[", op, "] query, key and value must have the same leading dims, got ", shapes());
-  EMBER_CHECK(k.size(-1) == q.size(-1), "[", op, "] key's head dim ", k.size(-1), " differs from query's ",
-              q.size(-1), ": ", shapes());
-  EMBER_CHECK(v.size(-2) == k.size(-2), "[", op, "] value has ", v.size(-2), " positions but key has ", k.size(-2),
+  EMBER_CHECK(v.dtype() == q.dtype(), "[", kOp, "] query, key and value must have one dtype, got ", q.dtype(), ", ",
+              k.dtype(), " and ", v.dtype());
+  ops::check_same_device(q, v, kOp);
+  EMBER_CHECK(v.dim() == q.dim() && Shape(v.shape().begin(), v.shape().end() - 2) ==
+                                        Shape(q.shape().begin(), q.shape().end() - 2),
+              "[", kOp, "] expects value [..., S, Ev] with query's and key's leading dims, got ", shapes());
+  EMBER_CHECK(v.size(-2) == k.size(-2), "[", kOp, "] value has ", v.size(-2), " positions but key has ", k.size(-2),
               ": ", shapes());
+}
+
+void check_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal) {
+  if (!attn_mask.defined()) return;
+  EMBER_CHECK(!is_causal, "[", kOp, "] takes attn_mask or is_causal, not both (as PyTorch): fold the causal pattern "
+              "into the mask with causal_attn_mask");
+  Shape scores_shape = q.shape();
+  scores_shape.back() = k.size(-2);
+  ops::check_same_device(attn_mask, q, kOp);
+  EMBER_CHECK(attn_mask.dtype() == kUInt8 || attn_mask.dtype() == q.dtype(), "[", kOp, "] attn_mask must be uint8 "
+              "or ", q.dtype(), " like the query, got ", attn_mask.dtype());
+  EMBER_CHECK(ops::broadcasts_to(attn_mask.shape(), scores_shape), "[", kOp, "] attn_mask of shape ",
+              shape_str(attn_mask.shape()), " does not broadcast to the scores' shape ", shape_str(scores_shape),
+              " (query ", shape_str(q.shape()), ", key ", shape_str(k.shape()), ")");
 }
 
 // Note [Scaled causal softmax]
@@ -50,7 +72,16 @@ void check_attention_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
 // softmax_backward kernel, which applies the scale and zeroes the masked entries), and no scaled
 // or masked copy of the scores, not even for a moment. The values are those of the composed ops
 // up to rounding: each row's maximum and sum run over its visible columns only, which the -inf
-// entries of the composed version did not change either.
+// entries of the composed version did not change either. With an explicit mask the scores are
+// scaled and masked first and this op runs with scale 1, for its handling of empty rows.
+//
+// Note [Rows that attend to nothing]
+// A query whose every key is masked has a row of -inf scores, and softmax's exp(-inf - -inf) makes
+// it NaN. PyTorch's math path (since 2.5, checked with 2.15 on the CPU) gives such a row zeros
+// instead, and its gradient is zero: a padded query then yields 0 rather than poisoning a loss or
+// a sum with NaN. The kernel does that itself (SoftmaxSpec::empty_rows_masked): a row whose maximum
+// is -inf is written as masked everywhere. The backward needs nothing new: the weights y are 0
+// there, so y * (g - sum(g * y)) is 0. Plain softmax() keeps PyTorch's NaN for such a row.
 struct ScaledSoftmax : Function<ScaledSoftmax> {
   static constexpr const char* name = "scaled_softmax";
   struct State {
@@ -59,7 +90,7 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& scores, double scale, bool causal) {
     const Tensor in = scores.contiguous();
-    s.spec = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0};
+    s.spec = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0, .empty_rows_masked = true};
     Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
     if (y.numel() > 0) kernels::softmax[in.device()](in, y, s.spec);
     s.probabilities = c.save(y);
@@ -70,6 +101,24 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
     return {ops::softmax_backward(y, g, y.dim() - 1, s.spec)};
   }
 };
+
+double checked_scale(const Tensor& q, std::optional<double> scale) {
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  EMBER_CHECK(std::isfinite(s), "[", kOp, "] scale must be finite, got ", s);
+  return s;
+}
+
+// The weights, with the inputs checked and cast already.
+Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal, double scale) {
+  const Tensor scores = matmul(q, k.transpose(-2, -1));
+  if (!attn_mask.defined()) return ScaledSoftmax::apply(scores, scale, is_causal);
+  Tensor masked = scores * scale;
+  if (attn_mask.dtype() == kUInt8)
+    masked = where(attn_mask, masked, ops::wrap_scalar(-std::numeric_limits<double>::infinity(), masked));
+  else
+    masked = masked + attn_mask;
+  return ScaledSoftmax::apply(masked, 1.0, false);
+}
 
 }  // namespace
 
@@ -82,42 +131,56 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
 //   scores * scale                    saves nothing (the scale is a number)
 //   scores + float mask               saves nothing
 //   where(allowed, scores, -inf)      saves the uint8 mask, in its own (unbroadcast) shape
-//   attn = softmax(scores, -1)        saves attn
+//   attn = softmax(scores)            saves attn (the op above with scale 1)
+// then, with dropout_p > 0,
+//   dropped = dropout(attn)           saves its uint8 keep mask [..., L, S]
 // and last
-//   attn @ v                          saves attn (the same tensor: no new memory) and v
-// So the graph holds q, k, v, the attention weights [..., L, S] and, with a boolean attn_mask,
-// the mask. The raw scores, as large as the weights, are freed as soon as the softmax has run
-// (and with a mask so are the scaled and masked ones). (Scaling q before the product would
-// instead keep a scaled copy of q for the matmul.)
+//   out = dropped @ v                 saves dropped (without dropout: attn, the same tensor, no new
+//                                     memory) and v
+// So the graph holds q, k, v, the attention weights [..., L, S], with a boolean attn_mask the mask,
+// and with dropout the keep mask and the dropped weights, as PyTorch's math path holds its dropout
+// mask and the dropped weights. The raw scores, as large as the weights, are freed as soon as the
+// softmax has run (and with a mask so are the scaled and masked ones). (Scaling q before the
+// product would instead keep a scaled copy of q for the matmul.)
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal,
+                         std::optional<double> scale) {
+  if (autocast::OpCast cast{kOp, q}) return attention_weights(cast(q), cast(k), cast(attn_mask), is_causal, scale);
+  check_query_and_key(q, k);
+  check_mask(q, k, attn_mask, is_causal);
+  return weights(q, k, attn_mask, is_causal, checked_scale(q, scale));
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale) {
+  if (autocast::OpCast cast{kOp, q})
+    return scaled_dot_product_attention(cast(q), cast(k), cast(v), cast(attn_mask), dropout_p, is_causal, scale);
+  check_query_and_key(q, k);
+  check_value(q, k, v);
+  check_mask(q, k, attn_mask, is_causal);
+  EMBER_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "[", kOp, "] dropout_p has to be between 0 and 1, but got ",
+              dropout_p);
+  return matmul(dropout(weights(q, k, attn_mask, is_causal, checked_scale(q, scale)), dropout_p), v);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     const Tensor& attn_mask, std::optional<double> scale) {
-  const char* op = "scaled_dot_product_attention";
-  if (autocast::OpCast cast{op, q}) return scaled_dot_product_attention(cast(q), cast(k), cast(v), causal, cast(attn_mask), scale);
-  check_attention_inputs(q, k, v);
-  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  EMBER_CHECK(std::isfinite(s), "[", op, "] scale must be finite, got ", s);
-  if (!attn_mask.defined()) return matmul(ScaledSoftmax::apply(matmul(q, k.transpose(-2, -1)), s, causal), v);
+  if (causal && attn_mask.defined())
+    return scaled_dot_product_attention(q, k, v, causal_attn_mask(attn_mask, q.size(-2), k.size(-2)), 0.0, false,
+                                        scale);
+  return scaled_dot_product_attention(q, k, v, attn_mask, 0.0, causal, scale);
+}
 
-  Shape scores_shape = q.shape();
-  scores_shape.back() = k.size(-2);
-  ops::check_same_device(attn_mask, q, op);
-  EMBER_CHECK(attn_mask.dtype() == kUInt8 || attn_mask.dtype() == q.dtype(), "[", op, "] attn_mask must be uint8 "
-              "or ", q.dtype(), " like the query, got ", attn_mask.dtype());
-  EMBER_CHECK(ops::broadcasts_to(attn_mask.shape(), scores_shape), "[", op, "] attn_mask of shape ",
-              shape_str(attn_mask.shape()), " does not broadcast to the scores' shape ", shape_str(scores_shape),
-              " (query ", shape_str(q.shape()), ", key ", shape_str(k.shape()), ")");
-  Tensor allowed;   // uint8, 1 where a query may attend to a key
-  Tensor additive;  // floating, added to the scores
-  (attn_mask.dtype() == kUInt8 ? allowed : additive) = attn_mask;
-  if (causal) {
-    Tensor lower = tril(ones({q.size(-2), k.size(-2)}, TensorOptions(kUInt8).with_device(q.device())));
-    allowed = allowed.defined() ? allowed * lower : lower;
-  }
-  Tensor scores = matmul(q, k.transpose(-2, -1)) * s;
-  if (additive.defined()) scores = scores + additive;
-  if (allowed.defined())
-    scores = where(allowed, scores, ops::wrap_scalar(-std::numeric_limits<double>::infinity(), scores));
-  return matmul(softmax(scores, -1), v);
+Tensor causal_attn_mask(const Tensor& attn_mask, int64_t L, int64_t S) {
+  ops::check_defined(attn_mask, "causal_attn_mask", "attn_mask");
+  EMBER_CHECK(L >= 0 && S >= 0, "[causal_attn_mask] L and S must be >= 0, got ", L, " and ", S);
+  const Shape& shape = attn_mask.shape();
+  const bool fits = (shape.size() < 1 || shape.end()[-1] == 1 || shape.end()[-1] == S) &&
+                    (shape.size() < 2 || shape.end()[-2] == 1 || shape.end()[-2] == L);
+  EMBER_CHECK(fits, "[causal_attn_mask] attn_mask of shape ", shape_str(shape), " does not broadcast with [L, S] = ",
+              shape_str({L, S}));
+  const Tensor lower = tril(ones({L, S}, TensorOptions(kUInt8).with_device(attn_mask.device())));
+  if (attn_mask.dtype() == kUInt8) return attn_mask * lower;
+  return where(lower, attn_mask, ops::wrap_scalar(-std::numeric_limits<double>::infinity(), attn_mask));
 }
 
 }  // namespace ember

@@ -1,0 +1,296 @@
+// Attention as PyTorch has it: scaled_dot_product_attention with its masks, is_causal, scale,
+// dropout and rows that attend to nothing; nn::MultiheadAttention over its options; the
+// TransformerEncoderLayer in both norm orders and a 2-layer BERT-shaped TransformerEncoder. The
+// golden files are written by tests/fixtures/make_attention_fixtures.py (PyTorch 2.15; see that
+// script for what each file holds): forward values and the gradients of the inputs and of every
+// parameter, after loading PyTorch's state dict unchanged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/ops.h"
+#include "nn/nn.h"
+#include "tests/fixture.h"
+#include "tests/parity.h"
+#include "test_helpers.h"
+#include "utils/checkpoint.h"
+
+using namespace ember;
+using testutil::expect_error;
+using testutil::Fixture;
+using testutil::values;
+
+namespace {
+
+#define EXPECT_MATCHES(f, name, got) EXPECT_TRUE(testutil::all_close(name, got, (f).get(name), testutil::kFloat32Tol))
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A mask from the file: torch.bool masks are stored as int64 0/1 and become uint8 (ember's bool);
+// float masks stay as they are; absent ones are undefined.
+Tensor mask_of(const Fixture& f, const std::string& name) {
+  for (const std::string& n : f.names())
+    if (n == name) return f.get(name).dtype() == kInt64 ? f.get(name).to(kUInt8) : f.get(name);
+  return Tensor();
+}
+
+nn::StateDict state_of(const Fixture& f) {
+  nn::StateDict out;
+  for (const std::string& name : f.names())
+    if (starts_with(name, "state.")) out[name.substr(6)] = f.get(name);
+  return out;
+}
+
+// Every parameter's gradient against grad.<name>, and no parameter gradient in the file the module
+// lacks (`inputs` are the input gradients' names).
+void expect_param_grads(const Fixture& f, nn::Module& m, const std::vector<std::string>& inputs) {
+  size_t expected = inputs.size();
+  for (const auto& [name, p] : m.named_parameters()) {
+    EXPECT_MATCHES(f, "grad." + name, p.grad());
+    ++expected;
+  }
+  size_t in_file = 0;
+  for (const std::string& name : f.names()) in_file += starts_with(name, "grad.") ? 1 : 0;
+  EXPECT_EQ(in_file, expected) << f.path() << " has gradients of parameters the module lacks";
+}
+
+std::vector<int64_t> config_of(const Fixture& f) { return f.get("config").to_vector<int64_t>(); }
+
+}  // namespace
+
+// --- scaled_dot_product_attention against PyTorch 2.15 ---
+
+TEST(Attention, ScaledDotProductAttentionMatchesPyTorch) {
+  const Fixture f = Fixture::load("attention_sdpa.txt");
+  struct Variant {
+    std::string name;
+    bool is_causal;
+    std::optional<double> scale;
+    std::string query = "q";
+  };
+  const std::vector<Variant> variants = {{"plain", false, std::nullopt},
+                                         {"causal", true, std::nullopt},
+                                         {"causal_long", true, 0.5, "q_long"},
+                                         {"bool", false, 0.4},
+                                         {"float", false, std::nullopt},
+                                         {"bool_empty_rows", false, std::nullopt},
+                                         {"float_empty_rows", false, 1.3}};
+  for (const Variant& c : variants) {
+    SCOPED_TRACE(c.name);
+    Tensor q = f.get(c.query).requires_grad_(), k = f.get("k").requires_grad_(), v = f.get("v").requires_grad_();
+    const Tensor out = scaled_dot_product_attention(q, k, v, mask_of(f, "mask_" + c.name), 0.0, c.is_causal, c.scale);
+    EXPECT_MATCHES(f, "out_" + c.name, out);
+    sum(out * f.get("w_" + c.name)).backward();
+    EXPECT_MATCHES(f, "grad_" + c.name + "_q", q.grad());
+    EXPECT_MATCHES(f, "grad_" + c.name + "_k", k.grad());
+    EXPECT_MATCHES(f, "grad_" + c.name + "_v", v.grad());
+  }
+}
+
+// Checkpointing restores the generators before its recompute (Note [Non-reentrant checkpointing]):
+// the recompute draws the same dropout
+// of the attention weights, so the gradients are the plain ones, bit for bit.
+TEST(Attention, DropoutUnderCheckpointGivesThePlainGradients) {
+  manual_seed(3);
+  const Tensor q0 = randn({2, 2, 5, 4}), k0 = randn({2, 2, 6, 4}), v = randn({2, 2, 6, 3});
+  const Tensor w = randn({2, 2, 5, 3});
+  std::vector<std::vector<Tensor>> grads;  // of q and k: plain, checkpointed, without dropout
+  for (const int run : {0, 1, 2}) {
+    const Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_();
+    const double p = run == 2 ? 0.0 : 0.3;
+    auto attend = [&](const Tensor& x) { return scaled_dot_product_attention(x, k, v, Tensor(), p); };
+    manual_seed(11);
+    const Tensor out = run == 1 ? utils::checkpoint(attend, q) : attend(q);
+    sum(out * w).backward();
+    grads.push_back({q.grad(), k.grad()});
+  }
+  EXPECT_TRUE(testutil::bitwise_equal(grads[0][0], grads[1][0]));
+  EXPECT_TRUE(testutil::bitwise_equal(grads[0][1], grads[1][1]));
+  EXPECT_FALSE(testutil::bitwise_equal(grads[0][0], grads[2][0]));  // the dropout did drop something
+}
+
+// --- nn::MultiheadAttention ---
+
+namespace {
+
+void check_mha(const std::string& file) {
+  SCOPED_TRACE(file);
+  const Fixture f = Fixture::load(file);
+  const std::vector<int64_t> c = config_of(f);  // see make_attention_fixtures.py
+  const int64_t embed_dim = c[0], heads = c[1], kdim = c[2], vdim = c[3];
+  const bool bias = c[4], batch_first = c[5], need_weights = c[6], average = c[7], is_causal = c[8], self = c[9];
+  nn::MultiheadAttention mha(embed_dim, heads, 0.0, bias, kdim, vdim, batch_first);
+  mha.load_state_dict(state_of(f));
+  const Tensor query = f.get("query").requires_grad_();
+  const Tensor key = self ? query : f.get("key").requires_grad_();
+  const Tensor value = self ? query : f.get("value").requires_grad_();
+  const auto [out, weights] = mha.forward(query, key, value, mask_of(f, "key_padding_mask"), need_weights,
+                                          mask_of(f, "attn_mask"), average, is_causal);
+  EXPECT_MATCHES(f, "out", out);
+  Tensor loss = sum(out * f.get("w"));
+  EXPECT_EQ(weights.defined(), need_weights);
+  if (need_weights) {
+    EXPECT_MATCHES(f, "weights", weights);
+    loss = loss + sum(weights * f.get("w_weights"));
+  }
+  loss.backward();
+  EXPECT_MATCHES(f, "grad.query", query.grad());
+  if (!self) {
+    EXPECT_MATCHES(f, "grad.key", key.grad());
+    EXPECT_MATCHES(f, "grad.value", value.grad());
+  }
+  expect_param_grads(f, mha, self ? std::vector<std::string>{"query"}
+                                  : std::vector<std::string>{"query", "key", "value"});
+}
+
+}  // namespace
+
+TEST(Attention, MultiheadAttentionMatchesPyTorch) {
+  for (const char* c : {"self", "cross_kdim_vdim", "kdim_only", "bool_masks", "float_masks", "mixed_masks",
+                        "bool_3d_mask", "causal", "causal_padded", "unbatched", "empty_rows"})
+    check_mha(std::string("attention_mha_") + c + ".txt");
+}
+
+TEST(Attention, MultiheadAttentionParametersAreTorchs) {
+  manual_seed(1);
+  nn::MultiheadAttention same(8, 2);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : same.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(same.in_proj_weight.shape(), Shape({24, 8}));
+  // xavier_uniform_ over the whole [3E, E] matrix: bound sqrt(6 / (E + 3E))
+  const double bound = std::sqrt(6.0 / 32.0);
+  const double largest = max(abs(same.in_proj_weight)).item();
+  EXPECT_LE(largest, bound);
+  EXPECT_GT(largest, 0.8 * bound);
+  EXPECT_EQ(values(same.in_proj_bias), std::vector<double>(24, 0.0));
+  EXPECT_EQ(values(same.out_proj.bias), std::vector<double>(8, 0.0));
+
+  nn::MultiheadAttention cross(8, 2, 0.0, false, 6, 3, true);
+  names.clear();
+  for (const auto& [name, t] : cross.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight", "out_proj.weight"}));
+  EXPECT_EQ(cross.k_proj_weight.shape(), Shape({8, 6}));
+  EXPECT_EQ(cross.v_proj_weight.shape(), Shape({8, 3}));
+  EXPECT_FALSE(cross.in_proj_weight.defined());
+}
+
+TEST(Attention, MultiheadAttentionDropsWeightsOnlyInTraining) {
+  manual_seed(2);
+  nn::MultiheadAttention mha(8, 2, 0.5);
+  const Tensor x = randn({4, 3, 8});
+  mha.eval();
+  const auto [eval_out, eval_weights] = mha.forward(x, x, x);
+  // eval: the weights of each query sum to 1 (averaged over heads too)
+  testutil::expect_near(sum(eval_weights, {2}), std::vector<double>(12, 1.0));
+  mha.train();
+  const auto [train_out, train_weights] = mha.forward(x, x, x);
+  EXPECT_FALSE(testutil::all_close("train", train_out, eval_out, testutil::kFloat32Tol));
+  EXPECT_GT(values(sum(train_weights == 0.0)).front(), 0.0);
+  // the one-tensor forward is self-attention without weights
+  mha.eval();
+  EXPECT_TRUE(testutil::bitwise_equal(mha(x), mha.forward(x, x, x, Tensor(), false).first));
+}
+
+TEST(Attention, MultiheadAttentionErrors) {
+  nn::MultiheadAttention mha(8, 2);
+  const Tensor q = zeros({4, 3, 8}), kv = zeros({5, 3, 8});
+  expect_error([] { nn::MultiheadAttention(10, 3); },
+               "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
+  expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, 0); }, "[MultiheadAttention] kdim must be positive, got 0");
+  expect_error([] { nn::MultiheadAttention(8, 2, -0.1); },
+               "[MultiheadAttention] dropout has to be between 0 and 1, but got -0.1");
+  expect_error([&] { mha.forward(zeros({3, 8}), kv, kv); },
+               "[MultiheadAttention] expects query, key and value of 3 dims ([L, N, E], [N, L, E] with batch_first) "
+               "or 2 (unbatched [L, E]), got query [3, 8], key [5, 3, 8], value [5, 3, 8]");
+  expect_error([&] { mha.forward(q, zeros({5, 3, 6}), kv); },
+               "[MultiheadAttention] expects query, key and value with 8, 8 and 8 features (embed_dim, kdim, vdim), "
+               "got query [4, 3, 8], key [5, 3, 6], value [5, 3, 8]");
+  expect_error([&] { mha.forward(q, kv, zeros({4, 3, 8})); },
+               "[MultiheadAttention] query, key and value must have one batch size and key and value one length, "
+               "got query [4, 3, 8], key [5, 3, 8], value [4, 3, 8]");
+  expect_error([&] { mha.forward(q, kv, kv, zeros({5, 3}, kUInt8)); },
+               "[MultiheadAttention] key_padding_mask must be [N, S] = [3, 5], got [5, 3]");
+  expect_error([&] { mha.forward(q, kv, kv, zeros({3, 5}, kInt64)); },
+               "[MultiheadAttention] key_padding_mask must be uint8 (ember's bool: nonzero = may not attend) or "
+               "float32 like the query, got int64");
+  expect_error([&] { mha.forward(q, kv, kv, Tensor(), true, zeros({4, 4}, kUInt8)); },
+               "[MultiheadAttention] attn_mask must be [L, S] = [4, 5] or [N * num_heads, L, S] = [6, 4, 5], got "
+               "[4, 4]");
+  expect_error([&] { mha.forward(q, kv, kv, Tensor(), true, zeros({4, 5}, kFloat64)); },
+               "[MultiheadAttention] attn_mask must be uint8 (ember's bool: nonzero = may not attend) or float32");
+  expect_error([&] { mha.forward(zeros({4, 8}), zeros({5, 8}), zeros({5, 8}), Tensor(), true, zeros({6, 4, 5})); },
+               "[MultiheadAttention] attn_mask must be [L, S] = [4, 5] or [num_heads, L, S] = [2, 4, 5], got "
+               "[6, 4, 5]");
+  expect_error([&] { mha.forward(q, kv, kv, Tensor(), true, Tensor(), true, true); },
+               "[MultiheadAttention] is_causal is a hint that attn_mask is the causal mask, as in PyTorch");
+}
+
+// --- TransformerEncoderLayer and TransformerEncoder ---
+
+namespace {
+
+nn::TransformerEncoderLayerOptions layer_options(const Fixture& f) {
+  const std::vector<int64_t> c = config_of(f);  // see make_attention_fixtures.py
+  return {.d_model = c[0], .nhead = c[1], .dim_feedforward = c[2], .dropout = 0.0,
+          .activation = c[3] ? nn::FeedForwardActivation::GELU : nn::FeedForwardActivation::ReLU,
+          .layer_norm_eps = f.get("eps").item(), .batch_first = c[4] != 0, .norm_first = c[5] != 0,
+          .bias = c[6] != 0};
+}
+
+// Loads the file's state into m, runs forward (m's own, with the file's masks) and checks the
+// output and every gradient.
+template <class M>
+void check_encoder(const Fixture& f, M& m) {
+  m.load_state_dict(state_of(f));
+  m.train();
+  const Tensor src = f.get("src").requires_grad_();
+  const Tensor out = m.forward(src, mask_of(f, "src_mask"), mask_of(f, "src_key_padding_mask"), config_of(f)[7] != 0);
+  EXPECT_MATCHES(f, "out", out);
+  sum(out * f.get("w")).backward();
+  EXPECT_MATCHES(f, "grad.src", src.grad());
+  expect_param_grads(f, m, {"src"});
+}
+
+}  // namespace
+
+TEST(Attention, TransformerEncoderLayerMatchesPyTorch) {
+  for (const char* c : {"post_norm", "pre_norm", "causal_no_bias"}) {
+    SCOPED_TRACE(c);
+    const Fixture f = Fixture::load(std::string("attention_encoder_") + c + ".txt");
+    nn::TransformerEncoderLayer layer(layer_options(f));
+    check_encoder(f, layer);
+  }
+}
+
+TEST(Attention, BertShapedEncoderMatchesPyTorch) {
+  const Fixture f = Fixture::load("attention_encoder_bert.txt");
+  nn::TransformerEncoder encoder(layer_options(f), config_of(f)[8]);
+  check_encoder(f, encoder);
+}
+
+TEST(Attention, TransformerEncoderBuildsLikeTorch) {
+  const nn::TransformerEncoderLayerOptions o{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .norm_first = true};
+  nn::TransformerEncoder encoder(o, 2, /*final_norm=*/true);
+  const nn::StateDict state = encoder.state_dict();
+  for (const char* key : {"layers.0.self_attn.in_proj_weight", "layers.1.linear2.bias", "layers.1.norm2.weight",
+                          "norm.weight", "norm.bias"})
+    EXPECT_EQ(state.count(key), 1u) << key;
+  // as torch's deep copies of one layer, both layers start the same
+  EXPECT_TRUE(testutil::bitwise_equal(state.at("layers.0.linear1.weight"), state.at("layers.1.linear1.weight")));
+  encoder.eval();
+  const Tensor x = randn({5, 3, 8});
+  EXPECT_TRUE(testutil::bitwise_equal(encoder(x), encoder.forward(x, Tensor())));
+  EXPECT_EQ(encoder(x).shape(), x.shape());
+  nn::TransformerEncoderLayer no_bias(8, 2, 16, 0.1, nn::FeedForwardActivation::ReLU, 1e-5, false, false, false);
+  EXPECT_EQ(no_bias.state_dict().count("norm1.bias"), 0u);
+  EXPECT_EQ(no_bias.state_dict().count("self_attn.in_proj_bias"), 0u);
+  expect_error([] { nn::TransformerEncoder(nn::TransformerEncoderLayerOptions{.d_model = 8, .nhead = 2}, 0); },
+               "[TransformerEncoder] num_layers must be positive, got 0");
+  expect_error([] { nn::TransformerEncoderLayer(8, 3); }, "[MultiheadAttention] embed_dim 8 must be divisible by "
+               "num_heads 3");
+}
