@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "nn/linear.h"
+#include "nn/multi_input_module.h"
 
 namespace ember::nn {
 
@@ -37,7 +38,7 @@ int64_t attention_head_dim(int64_t embed_dim, int64_t num_heads, const char* lay
 // through scaled_dot_product_attention without keeping them.
 // A query that may attend to no key gives zeros (Note [Rows that attend to nothing]) with or
 // without need_weights; PyTorch gives that only without need_weights and NaN with.
-class MultiheadAttention : public Module {
+class MultiheadAttention : public MultiInputModule<MultiheadAttention> {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      std::optional<int64_t> kdim = std::nullopt, std::optional<int64_t> vdim = std::nullopt,

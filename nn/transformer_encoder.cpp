@@ -52,7 +52,7 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 
 Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& src_mask,
                                                      const Tensor& src_key_padding_mask, bool is_causal) {
-  return dropout1(self_attn.forward(x, x, x, src_key_padding_mask, false, src_mask, true, is_causal).first);
+  return dropout1(self_attn(x, x, x, src_key_padding_mask, false, src_mask, true, is_causal).first);
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
@@ -79,7 +79,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
                                    bool is_causal) {
   Tensor x = src;
   for (size_t i = 0; i < layers.size(); ++i)
-    x = layers.at<TransformerEncoderLayer>(i).forward(x, mask, src_key_padding_mask, is_causal);
+    x = layers.at<TransformerEncoderLayer>(i)(x, mask, src_key_padding_mask, is_causal);
   return norm ? (*norm)(x) : x;
 }
 

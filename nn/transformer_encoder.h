@@ -29,8 +29,10 @@ struct TransformerEncoderLayerOptions {
 // src [S, N, d_model] ([N, S, d_model] with batch_first, [S, d_model] unbatched); src_mask and
 // src_key_padding_mask are MultiheadAttention's attn_mask and key_padding_mask, in its convention
 // (uint8 nonzero = may not attend; floating: added), and is_causal its hint (it needs src_mask).
-// bias = false leaves out every Linear's and LayerNorm's bias.
-class TransformerEncoderLayer : public Module {
+// bias = false leaves out every Linear's and LayerNorm's bias. Both layers are MultiInputModules
+// (Note [Modules with several inputs]): layer(src, src_mask, src_key_padding_mask) runs the hooks,
+// and utils::checkpoint_modules<TransformerEncoderLayer> checkpoints each layer with its masks.
+class TransformerEncoderLayer : public MultiInputModule<TransformerEncoderLayer> {
  public:
   explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
@@ -58,7 +60,7 @@ class TransformerEncoderLayer : public Module {
 // named layers.0, layers.1, ..., run in turn with the same masks, then the optional final norm
 // (LayerNorm(d_model, layer_norm_eps, bias), named norm; pre-norm stacks usually want it). As
 // PyTorch's, which deep-copies one layer, every layer starts with the same parameters.
-class TransformerEncoder : public Module {
+class TransformerEncoder : public MultiInputModule<TransformerEncoder> {
  public:
   TransformerEncoder(const TransformerEncoderLayerOptions& layer, int64_t num_layers, bool final_norm = false);
   Tensor forward(const Tensor& src) override;

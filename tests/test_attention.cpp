@@ -18,6 +18,7 @@
 #include "tests/parity.h"
 #include "test_helpers.h"
 #include "utils/checkpoint.h"
+#include "utils/checkpoint_sequential.h"
 
 using namespace ember;
 using testutil::expect_error;
@@ -293,4 +294,38 @@ TEST(Attention, TransformerEncoderBuildsLikeTorch) {
                "[TransformerEncoder] num_layers must be positive, got 0");
   expect_error([] { nn::TransformerEncoderLayer(8, 3); }, "[MultiheadAttention] embed_dim 8 must be divisible by "
                "num_heads 3");
+}
+
+// Note [Modules with several inputs]: the encoder calls each layer with its masks through the call
+// path, so checkpoint_modules<TransformerEncoderLayer> checkpoints every layer with them: with
+// dropout on and a key padding mask, bitwise the plain gradients; hooks see src and both masks.
+TEST(Attention, CheckpointedEncoderLayersTakeTheirMasks) {
+  const nn::TransformerEncoderLayerOptions o{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2,
+                                             .batch_first = true};
+  nn::TransformerEncoder plain(o, 3), checkpointed(o, 3);
+  checkpointed.load_state_dict(plain.state_dict());
+  utils::checkpoint_stats() = {};
+  const Tensor x0 = randn({2, 5, 8});
+  const Tensor padding = from_vector<uint8_t>({0, 0, 0, 1, 1, 0, 0, 0, 0, 1}, {2, 5}, TensorOptions(kUInt8));
+  std::vector<size_t> inputs_seen;
+  checkpointed.layers[1].register_forward_pre_hook(
+      [&](nn::Module&, const nn::Module::Tensors& in) -> std::optional<nn::Module::Tensors> {
+        inputs_seen.push_back(in.size());
+        return std::nullopt;
+      });
+  auto grads = [&](nn::TransformerEncoder& encoder) {
+    const Tensor x = x0.detach().requires_grad_();
+    manual_seed(7);
+    sum(encoder(x, Tensor(), padding)).backward();
+    std::vector<Tensor> g{x.grad()};
+    for (const Tensor& p : encoder.parameters()) g.push_back(p.grad());
+    return g;
+  };
+  const std::vector<Tensor> expected = grads(plain);
+  EXPECT_EQ(utils::checkpoint_modules<nn::TransformerEncoderLayer>(checkpointed), 3);
+  const std::vector<Tensor> got = grads(checkpointed);
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 3);
+  EXPECT_EQ(inputs_seen, (std::vector<size_t>{3}));  // src, src_mask (undefined), src_key_padding_mask
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(testutil::bitwise_equal(got[i], expected[i])) << i;
 }
