@@ -44,13 +44,14 @@
 #include "utils/memory_timeline.h"
 #include "utils/planner.h"
 
-// Data sets, transforms, DataLoader.
+// Data sets, transforms, DataLoader, the WordPiece tokenizer.
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/subset.h"
 #include "data/transforms.h"
+#include "data/wordpiece.h"
 
 // The CUDA backend's device queries (cuda::is_available, synchronize), when ember has one:
 // linking ember::ember defines EMBER_WITH_CUDA in a CUDA build.

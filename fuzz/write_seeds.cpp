@@ -103,6 +103,23 @@ void image_seeds() {
   write("image", "refused.ppm", "P6\n1 1\n255\n\x10\x20\x30");
 }
 
+void wordpiece_seeds() {
+  // A vocabulary, 0xff, a text (fuzz_wordpiece.cpp); and texts alone, for BERT's vocabulary.
+  const std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n##s\nworld\n,\n\xe6\x97\xa5\n";
+  write_with_broken("wordpiece", "vocab_and_text", vocab + "\xff" + "Hello, worlds! [MASK] \xe6\x97\xa5\xe6\x9c\xac");
+  write("wordpiece", "crlf_vocab", "[UNK]\r\n[CLS]\r\n[SEP]\r\n[PAD]\r\nab\xff" "ab");
+  write("wordpiece", "duplicate_vocab", "[UNK]\n[CLS]\n[SEP]\n[PAD]\nab\nab\n\xff" "ab");
+  write_with_broken("wordpiece", "accents.txt",
+                    "H\xc3\xa9llo na\xc3\xafve \xc4\xb0stanbul \xce\xa3\xce\x9f\xce\xa3 e\xcc\x81");
+  write_with_broken("wordpiece", "scripts.txt",
+                    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 "
+                    "\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9 \xf0\x9f\x98\x80");
+  write("wordpiece", "controls.txt", std::string("a\0b", 3) + "\x01\tc\x7f\xc2\x85" "d\xef\xbf\xbd");
+  write("wordpiece", "long_word.txt", std::string(150, 'a') + " " + std::string(60, 'b') + "...!!!");
+  write("wordpiece", "surrogate.txt", "ok \xed\xa0\x80");
+  write("wordpiece", "overlong.txt", "\xc0\xaf\xe0\x80\xaf");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +134,7 @@ int main(int argc, char** argv) {
   safetensors_seeds(scratch);
   idx_seeds();
   image_seeds();
+  wordpiece_seeds();
   fs::remove_all(scratch);
   return 0;
 }
