@@ -23,6 +23,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "data/wordpiece.h"
 #include "examples/bert.h"
@@ -252,8 +253,10 @@ int main(int argc, char** argv) {
     const double probe = linear_probe(model, train, test, config, s, device);
     std::printf("baselines: majority class %.4f, linear probe %.4f (test accuracy)\n", majority, probe);
     if (s.freeze_encoder) {
-      std::printf("result test_acc=%.4f baseline_probe_acc=%.4f majority_acc=%.4f steps=0 checkpoint=%s amp=%s\n",
-                  probe, probe, majority, s.checkpoint.c_str(), config.amp.c_str());
+      std::printf("result test_acc=%.4f baseline_probe_acc=%.4f majority_acc=%.4f steps=0 peak_bytes=%lld checkpoint=%s "
+                  "amp=%s\n",
+                  probe, probe, majority, static_cast<long long>(memory::stats(device).peak_bytes),
+                  s.checkpoint.c_str(), config.amp.c_str());
       return;
     }
 
