@@ -2,7 +2,8 @@
 #   make deps    install the missing Debian packages (as root; otherwise prints the apt-get line)
 #   make build   configure and build (PRESET=release|debug|asan|tsan)
 #   make test    build and run every test (PRESET=tsan: the threaded tests only, docs/fuzzing.md)
-#   make demo    build and train the example networks on Fashion-MNIST and a small GPT on fortunes
+#   make demo    build and train the example networks on Fashion-MNIST and a small GPT on fortunes,
+#                and fine-tune a pretrained BERT to tell the fortunes' collections apart
 #   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
 #   make docs-graphs  redraw the backward-graph pictures docs/graph_*.svg (Graphviz)
 #   make exercises    build the exercise tests against your own files and run them (EXERCISE=N: one)
@@ -25,11 +26,13 @@ build: deps
 test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
-# Fashion-MNIST: the MLP for 2 epochs, then the ResNet-style network on a slice of the data.
+# Fashion-MNIST: the MLP for 2 epochs, then the ResNet-style network on a slice of the data; the
+# GPT on a slice of the fortunes; 20 steps of fine-tuning all-MiniLM-L6-v2 (scripts/install-deps).
 demo: build
 	./build/$(PRESET)/examples/train_mlp --epochs 2
 	./build/$(PRESET)/examples/train_resnet --epochs 1 --train-limit 6000
 	./build/$(PRESET)/examples/train_gpt --train-limit 3000 --sample-chars 200
+	./build/$(PRESET)/examples/finetune_text --epochs 1 --train-limit 640 --probe-epochs 5
 
 fuzz: deps
 	cmake --preset fuzz >/dev/null

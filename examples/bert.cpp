@@ -1,0 +1,192 @@
+#include "examples/bert.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "serialize/safetensors.h"
+#include "utils/checkpoint.h"
+
+namespace ember::examples {
+
+namespace {
+
+std::string shape_of(const Tensor& t) { return t.defined() ? shape_str(t.shape()) : "undefined"; }
+
+// Linear weights N(0, 0.02) and zero biases, BERT's initialisation (initializer_range); what a
+// randomly initialised model (the tests') and the new classification head start from.
+void init_linear(nn::Linear& linear) {
+  nn::init::normal_(linear.weight, 0.0, 0.02);
+  nn::init::zeros_(linear.bias);
+}
+
+}  // namespace
+
+BertEmbeddings::BertEmbeddings(const BertConfig& c)
+    : word_embeddings(c.vocab_size, c.hidden), position_embeddings(c.max_positions, c.hidden),
+      token_type_embeddings(c.type_vocab_size, c.hidden), layer_norm(c.hidden, c.layer_norm_eps), dropout(c.dropout) {
+  register_module("word_embeddings", word_embeddings);
+  register_module("position_embeddings", position_embeddings);
+  register_module("token_type_embeddings", token_type_embeddings);
+  register_module("LayerNorm", layer_norm);
+  register_module("dropout", dropout);
+  for (nn::Embedding* table : {&word_embeddings, &position_embeddings, &token_type_embeddings})
+    nn::init::normal_(table->weight, 0.0, 0.02);
+}
+
+Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) {
+  const int64_t seq = ids.size(1);
+  EMBER_CHECK(seq <= position_embeddings.num_embeddings, "[BertEmbeddings] a sequence of ", seq,
+              " tokens is longer than the position table (", position_embeddings.num_embeddings, ")");
+  Tensor positions = arange(0, static_cast<double>(seq), 1.0, TensorOptions(kInt64).with_device(ids.device()));
+  return dropout(layer_norm(word_embeddings(ids) + position_embeddings(positions) +
+                            token_type_embeddings(token_type_ids)));
+}
+
+BertSelfAttention::BertSelfAttention(const BertConfig& c)
+    : num_heads(c.num_heads), query(c.hidden, c.hidden), key(c.hidden, c.hidden), value(c.hidden, c.hidden) {
+  EMBER_CHECK(c.num_heads > 0 && c.hidden % c.num_heads == 0, "[BertSelfAttention] hidden ", c.hidden,
+              " must be divisible by num_heads ", c.num_heads);
+  register_module("query", query);
+  register_module("key", key);
+  register_module("value", value);
+  for (nn::Linear* linear : {&query, &key, &value}) init_linear(*linear);
+}
+
+Tensor BertSelfAttention::forward(const Tensor& h, const Tensor& key_mask) {
+  const int64_t batch = h.size(0), seq = h.size(1), hidden = h.size(2), head_dim = hidden / num_heads;
+  // [N, T, hidden] -> [N, heads, T, head_dim]: head i is columns [i * head_dim, (i + 1) * head_dim).
+  const auto heads = [&](const Tensor& x) { return x.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2); };
+  Tensor context = scaled_dot_product_attention(heads(query(h)), heads(key(h)), heads(value(h)), /*causal=*/false,
+                                                key_mask);
+  return context.transpose(1, 2).reshape({batch, seq, hidden});
+}
+
+BertResidualOutput::BertResidualOutput(int64_t in, const BertConfig& c)
+    : dense(in, c.hidden), dropout(c.dropout), layer_norm(c.hidden, c.layer_norm_eps) {
+  register_module("dense", dense);
+  register_module("dropout", dropout);
+  register_module("LayerNorm", layer_norm);
+  init_linear(dense);
+}
+
+Tensor BertResidualOutput::forward(const Tensor& x, const Tensor& residual) {
+  return layer_norm(dropout(dense(x)) + residual);
+}
+
+BertAttention::BertAttention(const BertConfig& c) : self_attention(c), output(c.hidden, c) {
+  register_module("self", self_attention);
+  register_module("output", output);
+}
+
+Tensor BertAttention::forward(const Tensor& h, const Tensor& key_mask) {
+  return output.forward(self_attention.forward(h, key_mask), h);
+}
+
+BertIntermediate::BertIntermediate(const BertConfig& c) : dense(c.hidden, c.intermediate) {
+  register_module("dense", dense);
+  init_linear(dense);
+}
+
+Tensor BertIntermediate::forward(const Tensor& x) { return gelu(dense(x)); }
+
+BertLayer::BertLayer(const BertConfig& c) : attention(c), intermediate(c), output(c.intermediate, c) {
+  register_module("attention", attention);
+  register_module("intermediate", intermediate);
+  register_module("output", output);
+}
+
+Tensor BertLayer::forward(const Tensor& h, const Tensor& key_mask) {
+  Tensor a = attention.forward(h, key_mask);
+  return output.forward(intermediate(a), a);
+}
+
+BertEncoder::BertEncoder(const BertConfig& c) {
+  EMBER_CHECK(c.num_layers >= 1, "[BertEncoder] num_layers must be at least 1, got ", c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) layers.push_back(&layer.add<BertLayer>(c));
+  register_module("layer", layer);
+}
+
+// Note [Checkpointing BERT's layers]
+// A layer takes two tensors, the hidden states and the key mask, so it goes through
+// utils::checkpoint's many-input form; the mask is an input like the hidden states (it needs no
+// gradient), and the recompute in backward sees the same one. The last layer stays plain (Note
+// [The last block stays plain] in examples/checkpoint_mode.cpp). Dropout draws the same masks in
+// the recompute (CheckpointOptions::preserve_rng_state), so the losses and gradients are bitwise
+// a plain step's.
+Tensor BertEncoder::forward(const Tensor& h, const Tensor& key_mask) {
+  Tensor x = h;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    BertLayer& l = *layers[i];
+    if (checkpoint_layers && i + 1 < layers.size()) {
+      x = utils::checkpoint([&l](const std::vector<Tensor>& in) { return std::vector<Tensor>{l.forward(in[0], in[1])}; },
+                            {x, key_mask})[0];
+    } else {
+      x = l.forward(x, key_mask);
+    }
+  }
+  return x;
+}
+
+BertModel::BertModel(const BertConfig& c) : config(c), embeddings(c), encoder(c) {
+  register_module("embeddings", embeddings);
+  register_module("encoder", encoder);
+}
+
+Tensor BertModel::forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& attention_mask) {
+  EMBER_CHECK(ids.defined() && ids.dim() == 2 && ids.dtype() == kInt64, "[BertModel] expected int64 token ids [N, T], got ",
+              ids.defined() ? std::string(dtype_name(ids.dtype())) + " " : "", shape_of(ids));
+  EMBER_CHECK(attention_mask.defined() && attention_mask.shape() == ids.shape(), "[BertModel] the attention mask ",
+              shape_of(attention_mask), " must have the ids' shape ", shape_of(ids));
+  EMBER_CHECK(!token_type_ids.defined() || token_type_ids.shape() == ids.shape(), "[BertModel] the token types ",
+              shape_of(token_type_ids), " must have the ids' shape ", shape_of(ids));
+  const Tensor types = token_type_ids.defined() ? token_type_ids : zeros_like(ids);
+  // [N, T] -> uint8 [N, 1, 1, T]: broadcast over the heads and the queries.
+  const Tensor key_mask = (attention_mask != 0).to(kUInt8).unsqueeze(1).unsqueeze(1);
+  return encoder.forward(embeddings.forward(ids, types), key_mask);
+}
+
+Tensor mean_pool(const Tensor& h, const Tensor& attention_mask) {
+  const Tensor weights = attention_mask.to(h.dtype()).unsqueeze(-1);  // [N, T, 1]
+  return (h * weights).sum({1}) / weights.sum({1});
+}
+
+BertClassifier::BertClassifier(const BertConfig& c, int64_t classes)
+    : bert(c), dropout(c.dropout), classifier(c.hidden, classes) {
+  register_module("bert", bert);
+  register_module("dropout", dropout);
+  register_module("classifier", classifier);
+  init_linear(classifier);
+}
+
+Tensor BertClassifier::embed(const Tensor& x) {
+  EMBER_CHECK(x.defined() && x.dim() == 3 && x.size(1) == 2, "[BertClassifier] expected token ids and attention mask "
+              "stacked as [N, 2, T], got shape ", shape_of(x));
+  // Cut to the batch's longest text: the rest is padding on every row.
+  const auto longest = static_cast<int64_t>(max(x.select(1, 1).sum({1})).item());
+  EMBER_CHECK(longest > 0, "[BertClassifier] every attention mask of the batch is all 0");
+  const Tensor ids = x.select(1, 0).narrow(1, 0, longest), mask = x.select(1, 1).narrow(1, 0, longest);
+  return mean_pool(bert.forward(ids, Tensor(), mask), mask);
+}
+
+Tensor BertClassifier::forward(const Tensor& x) { return classifier(dropout(embed(x))); }
+
+void load_pretrained_bert(BertModel& model, const std::string& path) {
+  const nn::LoadResult result = model.load_state_dict(nn::load_safetensors(path), /*strict=*/false);
+  // Entries of a BertModel checkpoint that this model has no use for (Note [Classifying a
+  // sentence with BERT]): positions are made by arange.
+  const auto unused = [](const std::string& key) {
+    return key == "embeddings.position_ids" || key.starts_with("pooler.");
+  };
+  std::vector<std::string> unexpected;
+  std::copy_if(result.unexpected_keys.begin(), result.unexpected_keys.end(), std::back_inserter(unexpected),
+               [&](const std::string& key) { return !unused(key); });
+  if (result.missing_keys.empty() && unexpected.empty()) return;
+  std::ostringstream keys;
+  for (const std::string& key : result.missing_keys) keys << "\n  missing (in the model, not in the file): " << key;
+  for (const std::string& key : unexpected) keys << "\n  unexpected (in the file, not in the model): " << key;
+  EMBER_FAIL("[load_pretrained_bert] '", path, "' does not map onto a BERT of ", model.config.num_layers, " layers, hidden ",
+             model.config.hidden, " (", result.missing_keys.size(), " missing, ", unexpected.size(),
+             " unexpected keys):", keys.str());
+}
+
+}  // namespace ember::examples
