@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "serialize/safetensors.h"
-#include "utils/checkpoint.h"
+#include "utils/checkpoint_sequential.h"
 
 namespace ember::examples {
 
@@ -43,7 +43,8 @@ Tensor BertEmbeddings::forward(const Tensor& ids, const Tensor& token_type_ids) 
 }
 
 BertSelfAttention::BertSelfAttention(const BertConfig& c)
-    : num_heads(c.num_heads), query(c.hidden, c.hidden), key(c.hidden, c.hidden), value(c.hidden, c.hidden) {
+    : num_heads(c.num_heads), attention_dropout(c.attention_dropout), query(c.hidden, c.hidden),
+      key(c.hidden, c.hidden), value(c.hidden, c.hidden) {
   EMBER_CHECK(c.num_heads > 0 && c.hidden % c.num_heads == 0, "[BertSelfAttention] hidden ", c.hidden,
               " must be divisible by num_heads ", c.num_heads);
   register_module("query", query);
@@ -56,8 +57,8 @@ Tensor BertSelfAttention::forward(const Tensor& h, const Tensor& key_mask) {
   const int64_t batch = h.size(0), seq = h.size(1), hidden = h.size(2), head_dim = hidden / num_heads;
   // [N, T, hidden] -> [N, heads, T, head_dim]: head i is columns [i * head_dim, (i + 1) * head_dim).
   const auto heads = [&](const Tensor& x) { return x.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2); };
-  Tensor context = scaled_dot_product_attention(heads(query(h)), heads(key(h)), heads(value(h)), /*causal=*/false,
-                                                key_mask);
+  Tensor context = scaled_dot_product_attention(heads(query(h)), heads(key(h)), heads(value(h)), key_mask,
+                                                is_training() ? attention_dropout : 0.0);
   return context.transpose(1, 2).reshape({batch, seq, hidden});
 }
 
@@ -79,7 +80,7 @@ BertAttention::BertAttention(const BertConfig& c) : self_attention(c), output(c.
 }
 
 Tensor BertAttention::forward(const Tensor& h, const Tensor& key_mask) {
-  return output.forward(self_attention.forward(h, key_mask), h);
+  return output(self_attention(h, key_mask), h);
 }
 
 BertIntermediate::BertIntermediate(const BertConfig& c) : dense(c.hidden, c.intermediate) {
@@ -96,35 +97,33 @@ BertLayer::BertLayer(const BertConfig& c) : attention(c), intermediate(c), outpu
 }
 
 Tensor BertLayer::forward(const Tensor& h, const Tensor& key_mask) {
-  Tensor a = attention.forward(h, key_mask);
-  return output.forward(intermediate(a), a);
+  Tensor a = attention(h, key_mask);
+  return output(intermediate(a), a);
 }
 
 BertEncoder::BertEncoder(const BertConfig& c) {
   EMBER_CHECK(c.num_layers >= 1, "[BertEncoder] num_layers must be at least 1, got ", c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) layers.push_back(&layer.add<BertLayer>(c));
+  for (int64_t i = 0; i < c.num_layers; ++i) layer.add<BertLayer>(c);
   register_module("layer", layer);
 }
 
-// Note [Checkpointing BERT's layers]
-// A layer takes two tensors, the hidden states and the key mask, so it goes through
-// utils::checkpoint's many-input form; the mask is an input like the hidden states (it needs no
-// gradient), and the recompute in backward sees the same one. The last layer stays plain (Note
-// [The last block stays plain] in examples/checkpoint_mode.cpp). Dropout draws the same masks in
-// the recompute (CheckpointOptions::preserve_rng_state), so the losses and gradients are bitwise
-// a plain step's.
 Tensor BertEncoder::forward(const Tensor& h, const Tensor& key_mask) {
   Tensor x = h;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    BertLayer& l = *layers[i];
-    if (checkpoint_layers && i + 1 < layers.size()) {
-      x = utils::checkpoint([&l](const std::vector<Tensor>& in) { return std::vector<Tensor>{l.forward(in[0], in[1])}; },
-                            {x, key_mask})[0];
-    } else {
-      x = l.forward(x, key_mask);
-    }
-  }
+  for (size_t i = 0; i < layer.size(); ++i) x = layer.at<BertLayer>(i)(x, key_mask);
   return x;
+}
+
+// Note [Checkpointing BERT's layers]
+// A layer takes two tensors, the hidden states and the key mask; as a MultiInputModule it is
+// checkpointed with both (Note [Modules with several inputs]): the mask needs no gradient, and
+// the recompute in backward sees the same one. The last layer stays plain (Note [The last block
+// stays plain] in examples/checkpoint_mode.cpp). Dropout — the residual branches' and the
+// attention probabilities' — draws the same masks in the recompute
+// (CheckpointOptions::preserve_rng_state), so the losses and gradients are bitwise a plain step's.
+int checkpoint_bert_layers(BertModel& model) {
+  const nn::Module* last = &model.encoder.layer[model.encoder.layer.size() - 1];
+  return utils::checkpoint_modules(
+      model.encoder, [last](nn::Module& m) { return dynamic_cast<BertLayer*>(&m) != nullptr && &m != last; });
 }
 
 BertModel::BertModel(const BertConfig& c) : config(c), embeddings(c), encoder(c) {
@@ -142,7 +141,7 @@ Tensor BertModel::forward(const Tensor& ids, const Tensor& token_type_ids, const
   const Tensor types = token_type_ids.defined() ? token_type_ids : zeros_like(ids);
   // [N, T] -> uint8 [N, 1, 1, T]: broadcast over the heads and the queries.
   const Tensor key_mask = (attention_mask != 0).to(kUInt8).unsqueeze(1).unsqueeze(1);
-  return encoder.forward(embeddings.forward(ids, types), key_mask);
+  return encoder(embeddings(ids, types), key_mask);
 }
 
 Tensor mean_pool(const Tensor& h, const Tensor& attention_mask) {
@@ -165,7 +164,7 @@ Tensor BertClassifier::embed(const Tensor& x) {
   const auto longest = static_cast<int64_t>(max(x.select(1, 1).sum({1})).item());
   EMBER_CHECK(longest > 0, "[BertClassifier] every attention mask of the batch is all 0");
   const Tensor ids = x.select(1, 0).narrow(1, 0, longest), mask = x.select(1, 1).narrow(1, 0, longest);
-  return mean_pool(bert.forward(ids, Tensor(), mask), mask);
+  return mean_pool(bert(ids, Tensor(), mask), mask);
 }
 
 Tensor BertClassifier::forward(const Tensor& x) { return classifier(dropout(embed(x))); }

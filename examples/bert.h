@@ -21,6 +21,7 @@ struct BertConfig {
   int64_t type_vocab_size = 2;
   double layer_norm_eps = 1e-12;
   double dropout = 0.1;  // after the embeddings and every residual branch's output projection
+  double attention_dropout = 0.1;  // on the attention probabilities (attention_probs_dropout_prob)
 };
 
 // Note [A BERT encoder]
@@ -30,14 +31,16 @@ struct BertConfig {
 //     a = LayerNorm(h + dropout(dense(attention(h, mask))))             attention.{self, output}
 //     h = LayerNorm(a + dropout(output.dense(gelu(intermediate.dense(a)))))
 // Each padded key is masked out of every query's softmax, so a sequence's outputs do not depend
-// on how much padding its batch added. Pooling and classification are BertClassifier's. The
-// attention probabilities are not dropped (the pretrained BERT's attention_probs_dropout):
-// scaled_dot_product_attention has no dropout of its own; the residual dropouts are.
+// on how much padding its batch added. Pooling and classification are BertClassifier's. In
+// training the attention probabilities are dropped with attention_dropout (scaled_dot_product_
+// attention's dropout_p) and each residual branch's output with dropout. The layers that take
+// a mask are MultiInputModules (Note [Modules with several inputs]), called through the call
+// path, so hooks see the masks and utils::checkpoint_modules can checkpoint a BertLayer.
 // The registered names are the checkpoint's (embeddings.word_embeddings.weight,
 // encoder.layer.0.attention.self.query.weight, encoder.layer.0.output.LayerNorm.bias, ...), hence
 // "LayerNorm" and "self" as child names.
 
-struct BertEmbeddings : nn::Module {
+struct BertEmbeddings : nn::MultiInputModule<BertEmbeddings> {
   explicit BertEmbeddings(const BertConfig& config);
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids);
 
@@ -47,18 +50,19 @@ struct BertEmbeddings : nn::Module {
 };
 
 // The per-head scaled dot-product attention of the query, key and value projections.
-struct BertSelfAttention : nn::Module {
+struct BertSelfAttention : nn::MultiInputModule<BertSelfAttention> {
   explicit BertSelfAttention(const BertConfig& config);
   // h [N, T, hidden], key_mask uint8 [N, 1, 1, T] (1: may be attended to) -> [N, T, hidden]
   Tensor forward(const Tensor& h, const Tensor& key_mask);
 
   const int64_t num_heads;
+  const double attention_dropout;
   nn::Linear query, key, value;
 };
 
 // LayerNorm(residual + dropout(dense(x))): the end of both residual branches (Hugging Face's
 // BertSelfOutput and BertOutput).
-struct BertResidualOutput : nn::Module {
+struct BertResidualOutput : nn::MultiInputModule<BertResidualOutput> {
   BertResidualOutput(int64_t in, const BertConfig& config);
   Tensor forward(const Tensor& x, const Tensor& residual);
 
@@ -67,7 +71,7 @@ struct BertResidualOutput : nn::Module {
   nn::LayerNorm layer_norm;
 };
 
-struct BertAttention : nn::Module {
+struct BertAttention : nn::MultiInputModule<BertAttention> {
   explicit BertAttention(const BertConfig& config);
   Tensor forward(const Tensor& h, const Tensor& key_mask);
 
@@ -83,7 +87,7 @@ struct BertIntermediate : nn::Module {
   nn::Linear dense;
 };
 
-struct BertLayer : nn::Module {
+struct BertLayer : nn::MultiInputModule<BertLayer> {
   explicit BertLayer(const BertConfig& config);
   Tensor forward(const Tensor& h, const Tensor& key_mask);
 
@@ -92,18 +96,15 @@ struct BertLayer : nn::Module {
   BertResidualOutput output;
 };
 
-struct BertEncoder : nn::Module {
+struct BertEncoder : nn::MultiInputModule<BertEncoder> {
   explicit BertEncoder(const BertConfig& config);
-  // Runs the layers in order; with checkpoint_layers, every layer but the last through
-  // utils::checkpoint (Note [Checkpointing BERT's layers] in bert.cpp).
+  // Runs the layers in order, each through its call (so checkpoint_bert_layers can switch them).
   Tensor forward(const Tensor& h, const Tensor& key_mask);
 
   nn::ModuleList layer;
-  std::vector<BertLayer*> layers;  // layer's children, typed
-  bool checkpoint_layers = false;
 };
 
-struct BertModel : nn::Module {
+struct BertModel : nn::MultiInputModule<BertModel> {
   explicit BertModel(const BertConfig& config);
   // ids, token_type_ids (undefined: all 0) and attention_mask int64 [N, T] -> [N, T, hidden]
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& attention_mask);
@@ -137,6 +138,10 @@ struct BertClassifier : nn::Module {
 
 // The mean over the positions where attention_mask (int64 [N, T]) is 1 of h [N, T, hidden].
 Tensor mean_pool(const Tensor& h, const Tensor& attention_mask);
+
+// Switches every layer of the encoder but the last to activation checkpointing (Note
+// [Checkpointing BERT's layers] in bert.cpp); returns how many. utils::uncheckpoint_modules undoes it.
+int checkpoint_bert_layers(BertModel& model);
 
 // Loads a Hugging Face BertModel checkpoint (model.safetensors) into `model`. Every parameter of
 // the model must be in the file, with its shape; of the file's other entries only the pooler's

@@ -65,7 +65,8 @@ void add_finetune_flags(CLI::App& app, Settings& s) {
   app.add_option("--max-length", s.max_length, "WordPiece tokens per text, [CLS] and [SEP] included")
       ->check(CLI::Range(int64_t{3}, int64_t{512}))
       ->capture_default_str();
-  app.add_option("--dropout", s.dropout, "dropout after the embeddings, in every layer and before the head")
+  app.add_option("--dropout", s.dropout,
+                 "dropout after the embeddings, on the attention probabilities, in every layer and before the head")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--weight-decay", s.weight_decay, "AdamW weight decay of the matmul weights")
@@ -244,11 +245,11 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.max_length));
 
     examples::BertConfig bert;
-    bert.dropout = s.dropout;
+    bert.dropout = bert.attention_dropout = s.dropout;
     examples::BertClassifier model(bert, static_cast<int64_t>(names.size()));
     examples::load_pretrained_bert(model.bert, s.model_dir + "/model.safetensors");
     model.to(device);
-    model.bert.encoder.checkpoint_layers = s.checkpoint == "layers";
+    if (s.checkpoint == "layers") examples::checkpoint_bert_layers(model.bert);
     const double majority = majority_accuracy(splits.train.labels, splits.test.labels);
     const double probe = linear_probe(model, train, test, config, s, device);
     std::printf("baselines: majority class %.4f, linear probe %.4f (test accuracy)\n", majority, probe);

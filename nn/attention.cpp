@@ -37,6 +37,11 @@ MultiheadAttention::MultiheadAttention(int64_t d, int64_t heads, double p, bool 
       kdim(checked_dim(k, d, "kdim")), vdim(checked_dim(v, d, "vdim")), dropout(p), batch_first(batch_first),
       out_proj(d, d, bias) {
   EMBER_CHECK(p >= 0.0 && p <= 1.0, "[", kLayer, "] dropout has to be between 0 and 1, but got ", p);
+  // PyTorch reads a kdim without a vdim as vdim = embed_dim; a key width given alone is more often
+  // a forgotten value width, so ember asks for both.
+  EMBER_CHECK(k.has_value() == v.has_value(), "[", kLayer, "] kdim and vdim go together: got ",
+              k ? "kdim " + std::to_string(*k) + " without vdim" : "vdim " + std::to_string(v.value_or(0)) + " without kdim",
+              " (pass the other as embed_dim ", d, " for keys or values of the query's width)");
   // Registered in PyTorch's order, so state_dict() lists the keys as torch's does.
   if (kdim == d && vdim == d) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * d, d}));

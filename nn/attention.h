@@ -16,6 +16,8 @@ int64_t attention_head_dim(int64_t embed_dim, int64_t num_heads, const char* lay
 //   in_proj_weight [3E, E]            the query, key and value projections stacked (in that order),
 //                                     when kdim == vdim == embed_dim; otherwise
 //   q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight [E, vdim]
+//                                     (kdim and vdim are given together: one alone is refused,
+//                                     where PyTorch takes the other as embed_dim)
 //   in_proj_bias [3E]                 with bias
 //   out_proj (Linear(E, E, bias))     mixes the heads
 // initialised as PyTorch's: xavier_uniform_ on in_proj_weight as one [3E, E] matrix (or on each

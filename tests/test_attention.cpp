@@ -202,7 +202,11 @@ TEST(Attention, MultiheadAttentionErrors) {
   const Tensor q = zeros({4, 3, 8}), kv = zeros({5, 3, 8});
   expect_error([] { nn::MultiheadAttention(10, 3); },
                "[MultiheadAttention] embed_dim 10 must be divisible by num_heads 3");
-  expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, 0); }, "[MultiheadAttention] kdim must be positive, got 0");
+  expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, 0, 8); }, "[MultiheadAttention] kdim must be positive, got 0");
+  expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, 5); },
+               "[MultiheadAttention] kdim and vdim go together: got kdim 5 without vdim (pass the other as embed_dim 8");
+  expect_error([] { nn::MultiheadAttention(8, 2, 0.0, true, std::nullopt, 5); },
+               "[MultiheadAttention] kdim and vdim go together: got vdim 5 without kdim");
   expect_error([] { nn::MultiheadAttention(8, 2, -0.1); },
                "[MultiheadAttention] dropout has to be between 0 and 1, but got -0.1");
   expect_error([&] { mha.forward(zeros({3, 8}), kv, kv); },
