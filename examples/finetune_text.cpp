@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
   config.batch_size = 32;
   config.lr = 1e-4;
   config.unit = "ex";
+  config.eval_set = "validation";  // fit() evaluates on it; the test set is scored once, at the end
   Settings s;
   examples::add_common_flags(app, config);
   app.get_option("--data")->description(std::string("fortunes directory (default ") + examples::kFortunesDir + ")");

@@ -295,9 +295,10 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     done.test_acc = tested.accuracy;
     done.epochs = epoch;
     done.peak_bytes = std::max(done.peak_bytes, memory::stats(device).peak_bytes);
-    std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, test loss %.4f, test acc %.4f, %.1f s, %.0f %s/s\n",
+    std::printf("epoch %d/%d: train loss %.4f, train acc %.4f, %s loss %.4f, %s acc %.4f, %.1f s, %.0f %s/s\n",
                 epoch, c.epochs, loss_sum / static_cast<double>(seen),
-                static_cast<double>(correct) / static_cast<double>(seen), done.test_loss, done.test_acc, epoch_seconds, static_cast<double>(seen) / epoch_seconds, c.unit.c_str());
+                static_cast<double>(correct) / static_cast<double>(seen), c.eval_set.c_str(), done.test_loss,
+                c.eval_set.c_str(), done.test_acc, epoch_seconds, static_cast<double>(seen) / epoch_seconds, c.unit.c_str());
     std::ostringstream row;
     row << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
         << ',' << done.test_loss << ',' << done.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
@@ -327,9 +328,9 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     nn::save(model, c.save);
     std::printf("saved the trained weights to %s\n", c.save.c_str());
   }
-  std::printf("summary: test loss %.4f, test accuracy %.4f after %d epoch(s), wall %.1f s, %.0f %s/s, step %.1f ms, "
+  std::printf("summary: %s loss %.4f, %s accuracy %.4f after %d epoch(s), wall %.1f s, %.0f %s/s, step %.1f ms, "
               "data wait %.1f%% of training time, peak memory %s (a step's: %s) (metrics in %s)\n",
-              r.test_loss, r.test_acc, r.epochs, r.wall_s, r.images_per_s, c.unit.c_str(), r.step_ms, r.data_wait_pct,
+              c.eval_set.c_str(), r.test_loss, c.eval_set.c_str(), r.test_acc, r.epochs, r.wall_s, r.images_per_s, c.unit.c_str(), r.step_ms, r.data_wait_pct,
               memory::format_bytes(r.peak_bytes).c_str(), memory::format_bytes(r.step_peak_bytes).c_str(),
               csv_path.c_str());
   return r;

@@ -34,6 +34,9 @@ struct TrainConfig {
   std::string resume;           // a training checkpoint to continue from
   std::string unit = "img";     // what one target is, for the progress bar's rate ("tok" for a language model)
   std::string amp = "none";     // none, bf16 or fp16 (Note [Mixed-precision training steps])
+  // What fit()'s evaluation loader holds, for its output: "validation" where a program keeps its
+  // test set apart until the end (finetune_text).
+  std::string eval_set = "test";
   // --distributed (examples/distributed_training.h): this process's rank among world_size. Each
   // rank trains on its shard of the training set; rank 0 alone prints, evaluates and saves.
   int rank = 0;
