@@ -134,6 +134,33 @@ TEST_F(CheckpointPolicy, ModulePathsAreRelativeToTheOutermostCall) {
   EXPECT_EQ(seen.back(), "1/0 matmul [3, 4] [4, 4] - -> [3, 4] @(Linear)");
 }
 
+// Blocks checkpointed inside a checkpointed net run again when the net's region is recomputed,
+// and their policy is asked again: under the forward's module calls and with the forward's
+// counters, it is told the same as in the forward.
+TEST_F(CheckpointPolicy, ARecomputeSeesTheForwardsPathsAndCounters) {
+  struct Model : nn::Module {
+    Net net{2};
+    Model() { register_module("net", net); }
+    Tensor forward(const Tensor& x) override { return net(x); }
+  } model;
+  std::vector<std::string> forward, recompute;
+  utils::CheckpointOptions blocks;
+  blocks.policy = [&](const OpInfo& op) {
+    (utils::is_recomputing() ? recompute : forward).push_back(line(op));
+    return CheckpointDecision::PreferRecompute;
+  };
+  EXPECT_EQ(utils::checkpoint_modules<Block>(model, blocks), 2);
+  EXPECT_EQ(utils::checkpoint_modules<Net>(model), 1);  // the call wrapper runs Net's forward itself
+  sum(model(randn({3, 4}).requires_grad_())).backward();
+  ASSERT_EQ(forward.size(), 12u);
+  EXPECT_EQ(forward[7], "1/0 matmul [3, 4] [4, 8] - -> [3, 8] @net.blocks.1.mlp.fc1");
+  // The net's recompute stops once its last saved tensor is back (the second block's input):
+  // the first block runs again, with the same paths and counters.
+  ASSERT_GE(recompute.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(recompute.begin(), recompute.begin() + 6),
+            std::vector<std::string>(forward.begin(), forward.begin() + 6));
+}
+
 // A layer with several inputs: its ops see every input's shape and the layer's path, whether the
 // layer is checkpointed itself or runs inside a checkpointed parent.
 struct Gate : nn::MultiInputModule<Gate> {
