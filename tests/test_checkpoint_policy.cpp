@@ -15,6 +15,7 @@
 #include "nn/nn.h"
 #include "utils/checkpoint.h"
 #include "utils/checkpoint_sequential.h"
+#include "utils/op_planner.h"
 #include "test_helpers.h"
 
 using namespace ember;
@@ -417,4 +418,91 @@ TEST_F(CheckpointPolicy, WithRetainGraphEveryRecomputeReplays) {
   std::vector<double> twice = once;
   for (double& g : twice) g *= 2;
   EXPECT_EQ(values(w.grad()), twice);
+}
+
+// Note [Planning per-op saves]: the knapsack by hand. Keeping the best work per byte first (A)
+// would save 100; B and C together save 140 in the same budget. D cannot be replayed, E is a view.
+TEST_F(CheckpointPolicy, PlanningPerOpSavesIsAnExactKnapsack) {
+  auto op = [](int64_t index, const char* name, int64_t floats, int64_t flops, bool replayable = true) {
+    OpInfo o;
+    o.index = index;
+    o.name = name;
+    o.output.shape = {floats};
+    o.flops = flops;
+    o.replayable = replayable;
+    return o;
+  };
+  const std::vector<OpInfo> ops = {op(0, "A", 60, 100), op(1, "B", 50, 70), op(2, "C", 50, 70),
+                                   op(3, "D", 1, 1000, false), op(4, "E", 50, 0)};
+  utils::OpPlan plan = utils::plan_op_saves(ops, 400);
+  EXPECT_EQ(plan.str(), "keep 1 B, 1 C: 400 bytes, 140 of 1240 flops saved");
+  EXPECT_EQ(plan.recompute_flops, 1100);
+  EXPECT_EQ(utils::plan_op_saves(ops, 399).str(), "keep 1 A: 240 bytes, 100 of 1240 flops saved");
+  EXPECT_EQ(utils::plan_op_saves(ops, 0).str(), "keep nothing: 0 bytes, 0 of 1240 flops saved");
+  EXPECT_EQ(utils::plan_op_saves(ops, 1 << 20).kept.size(), 3u);  // A, B, C: all that can help
+
+  // What the base insists on is taken first and counts against the budget; what it forbids is left.
+  auto insist = [](const char* name, CheckpointDecision d) {
+    return utils::CheckpointPolicy([name = std::string(name), d](const OpInfo& o) {
+      return o.name == name ? d : CheckpointDecision::PreferRecompute;
+    });
+  };
+  EXPECT_EQ(utils::plan_op_saves(ops, 400, insist("A", CheckpointDecision::MustSave)).str(),
+            "keep 1 A: 240 bytes, 100 of 1240 flops saved");
+  EXPECT_EQ(utils::plan_op_saves(ops, 440, insist("B", CheckpointDecision::MustRecompute)).str(),
+            "keep 1 A, 1 C: 440 bytes, 170 of 1240 flops saved");
+  expect_error([&] { utils::plan_op_saves(ops, 100, insist("A", CheckpointDecision::MustSave)); },
+               "[plan_op_saves] the base policy's MustSave ops keep 240 bytes, more than the budget of 100");
+  expect_error([&] { utils::plan_op_saves(ops, 100, insist("D", CheckpointDecision::MustSave)); },
+               "the base policy says MustSave for op 3 (D), which cannot be replayed");
+  // The plan as a policy: its ops by index and name, the base's MUSTs as they are.
+  const utils::CheckpointPolicy planned = utils::planned_policy(plan, insist("D", CheckpointDecision::MustRecompute));
+  EXPECT_EQ(planned(ops[1]), CheckpointDecision::PreferSave);
+  EXPECT_EQ(planned(ops[0]), CheckpointDecision::PreferRecompute);
+  EXPECT_EQ(planned(ops[3]), CheckpointDecision::MustRecompute);
+  OpInfo renamed = ops[1];
+  renamed.name = "other";  // another region's op at that index
+  EXPECT_EQ(planned(renamed), CheckpointDecision::PreferRecompute);
+}
+
+// On a transformer block: the profile gives every op's work, the plan keeps what fits, the
+// forward then holds no more than the plan's bytes, and the gradients are the plain ones.
+TEST_F(CheckpointPolicy, APlannedPolicyOnATransformerBlock) {
+  nn::TransformerBlock plain(16, 2), ckpt(16, 2);
+  ckpt.load_state_dict(plain.state_dict());
+  const Tensor x = randn({2, 8, 16});
+  const std::vector<OpInfo> ops = utils::profile_ops(ckpt, x);
+  ASSERT_GT(ops.size(), 10u);
+  int64_t all_bytes = 0, total_flops = 0;
+  for (const OpInfo& op : ops) {
+    if (op.replayable && op.flops > 0) all_bytes += op.output.nbytes();
+    total_flops += op.flops;
+  }
+  EXPECT_EQ(utils::checkpoint_stats().forwards, 1);  // the profile ran one checkpointed forward
+  const utils::OpPlan plan = utils::plan_op_saves(ops, all_bytes / 3);
+  EXPECT_LE(plan.kept_bytes, all_bytes / 3);
+  EXPECT_GT(plan.saved_flops, 0);
+  EXPECT_EQ(plan.saved_flops + plan.recompute_flops, total_flops);
+  EXPECT_GE(plan.saved_flops, utils::plan_op_saves(ops, all_bytes / 4).saved_flops);  // more budget, no less saved
+
+  auto held_after_forward = [&](const utils::CheckpointPolicy& policy) {
+    utils::CheckpointOptions options;
+    options.policy = policy;
+    const int64_t base = memory::stats().live_bytes;
+    Tensor out = utils::checkpoint(ckpt, x, options);
+    return memory::stats().live_bytes - base;
+  };
+  const int64_t extra = held_after_forward(utils::planned_policy(plan)) - held_after_forward(utils::recompute_all());
+  // Exactly the plan's bytes: it keeps three matmul outputs, none of them the block's output
+  // (which the caller holds anyway).
+  EXPECT_EQ(plan.str(), "keep 3 matmul: 6144 bytes, 75264 of 111360 flops saved");
+  EXPECT_EQ(extra, plan.kept_bytes);
+
+  sum(plain(x)).backward();
+  utils::CheckpointOptions options;
+  options.policy = utils::planned_policy(plan);
+  utils::checkpoint_stats() = {};
+  sum(utils::checkpoint(ckpt, x, options)).backward();
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, static_cast<int64_t>(plan.kept.size()));
+  EXPECT_EQ(grads(ckpt), grads(plain));
 }

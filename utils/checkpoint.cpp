@@ -78,6 +78,7 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "nn/module_path.h"
+#include "utils/layer_profile.h"
 
 namespace ember::utils {
 
@@ -320,8 +321,10 @@ struct Recorder final : autograd::OpObserver {
     for (const Tensor& a : r.args) info.inputs.push_back(describe(a));
     info.output = describe(output);
     info.module_path = nn::current_module_path();
+    info.replayable = replayable(r, output);
+    info.flops = estimated_flops(op, r.args, output);
     const CheckpointDecision decision = *count_op(op, &info);
-    r.kept = is_save(decision) && replayable(r, output);
+    r.kept = is_save(decision) && info.replayable;
     if (is_save(decision) && !r.kept && is_must(decision))
       EMBER_CHECKPOINT_FAIL("[checkpoint] a policy says MustSave for op ", info.index, " (", op, info.module_path.empty() ? "" : " in ",
                             info.module_path, "), but ", op, " saves a tensor it made itself (a mask or statistics), "

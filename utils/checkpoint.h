@@ -38,6 +38,10 @@ struct OpInfo {
   int64_t index = 0;          // its position among the region's ops, from 0 (nested regions' ops count too)
   int64_t index_of_name = 0;  // its position among the region's ops of the same name, from 0
   std::string module_path;    // the module it runs in, "blocks.3.mlp.fc1" (Note [Module paths] in nn/module_path.h)
+  // Whether keeping the output can skip the op in the recompute: it saved nothing but its
+  // arguments and its output (not a mask or statistics of its own; Note [Selective checkpointing]).
+  bool replayable = false;
+  int64_t flops = 0;  // what recomputing it costs (utils::estimated_flops; 0 for a view)
 };
 
 // Keep the op's output from the forward and replay it, or recompute the op. A MUST beats a PREFER
