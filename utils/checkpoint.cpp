@@ -255,8 +255,8 @@ class PolicyScopeGuard {
   PolicyScope scope_;
 };
 
-// Counts op `info.name` in every region around it and combines their decisions (Note [Decision
-// strengths]); without info, only counts.
+// Counts op `name` in every region around it and, given the op's info, combines the regions'
+// decisions (Note [Decision strengths]).
 std::optional<CheckpointDecision> count_op(const char* name, OpInfo* info) {
   std::optional<CheckpointDecision> must, innermost;
   for (PolicyScope* scope : policy_scopes) {
@@ -281,11 +281,11 @@ struct Frame {
   std::vector<autograd::SavedTensor> inputs;
   std::vector<bool> input_requires_grad;
   std::vector<std::pair<Device, GeneratorState>> rng;
-  AutocastSnapshot autocast;  // the forward's, which the recompute runs under (Note [Autocast])
+  AutocastSnapshot autocast;      // the forward's, which the recompute runs under (Note [Autocast])
   nn::ModuleCalls module_calls;  // the forward's, which the recompute runs under (Note [Module paths])
   std::vector<Entry> entries;
   std::vector<OpRecord> ops;
-  bool kept_let_go = false;              // Note [Letting kept outputs go]
+  bool kept_let_go = false;             // Note [Letting kept outputs go]
   int current_op = -1;                  // forward: the op being recorded
   const char* recomputing_op = nullptr;  // recompute: the op running now
   FingerprintMemo fingerprints;          // the value check's, forward and recompute

@@ -22,7 +22,6 @@
 // every run, so the plan is too.
 #include "utils/layer_profile.h"
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
