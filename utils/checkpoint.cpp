@@ -321,6 +321,8 @@ struct Recorder final : autograd::OpObserver {
     for (const Tensor& a : r.args) info.inputs.push_back(describe(a));
     info.output = describe(output);
     info.module_path = nn::current_module_path();
+    info.saved = static_cast<int64_t>(r.pending.size());
+    for (const Tensor& saved : r.pending) info.saved_output |= same_view(saved, output);
     info.replayable = replayable(r, output);
     info.flops = estimated_flops(op, r.args, output);
     const CheckpointDecision decision = *count_op(op, &info);

@@ -41,7 +41,9 @@ struct OpInfo {
   // Whether keeping the output can skip the op in the recompute: it saved nothing but its
   // arguments and its output (not a mask or statistics of its own; Note [Selective checkpointing]).
   bool replayable = false;
-  int64_t flops = 0;  // what recomputing it costs (utils::estimated_flops; 0 for a view)
+  int64_t flops = 0;           // what recomputing it costs (utils::estimated_flops; 0 for a view)
+  int64_t saved = 0;           // how many tensors it saved for backward
+  bool saved_output = false;   // whether its output was one of them
 };
 
 // Keep the op's output from the forward and replay it, or recompute the op. A MUST beats a PREFER

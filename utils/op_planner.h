@@ -8,13 +8,16 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/module_list.h"
 #include "utils/checkpoint.h"
+#include "utils/planner.h"
 
 namespace ember::utils {
 
 // What a policy sees of each op of one forward of fn(inputs) (or of module(input)), run once as a
 // checkpointed region. The run leaves no trace (generators and BatchNorm statistics as they were)
-// and runs no backward.
+// and runs no backward. An op on tensors of which none requires grad is not recorded, so give
+// inputs that require grad where the real ones will, or the indices will not match.
 std::vector<OpInfo> profile_ops(const MultiFunction& fn, const std::vector<Tensor>& inputs);
 std::vector<OpInfo> profile_ops(nn::Module& module, const Tensor& input);
 
@@ -40,5 +43,20 @@ OpPlan plan_op_saves(const std::vector<OpInfo>& ops, int64_t budget_bytes,
 // matches), what `base` insists on where it insists (Note [Decision strengths]), PreferRecompute
 // for the rest. Give it the base the plan was made with.
 CheckpointPolicy planned_policy(const OpPlan& plan, const CheckpointPolicy& base = recompute_all());
+
+// Segments for `budget_bytes` (plan_checkpoints on profile_layers), then per-op saves in the
+// checkpointed segments with what the segment plan leaves of the budget: one knapsack over the
+// ops of all of them (Note [Planning per-op saves]).
+struct SelectivePlan {
+  CheckpointPlan segments;
+  std::vector<OpPlan> ops;           // per segment (nothing kept in a plain one)
+  int64_t predicted_peak_bytes = 0;  // the segments' prediction plus every kept_bytes: a bound
+  int64_t recompute_flops = 0;       // op by op, over the checkpointed segments: what it minimises
+  std::string str() const;           // "[0,4) ckpt, keep 2 matmul: ... | [4,8) plain"
+};
+SelectivePlan plan_selective(nn::ModuleList& seq, const Tensor& sample, int64_t budget_bytes);
+// Runs seq following the plan, each checkpointed segment with its planned policy (in place of
+// options.policy).
+Tensor run_plan(nn::ModuleList& seq, const SelectivePlan& plan, const Tensor& x, CheckpointOptions options = {});
 
 }  // namespace ember::utils
