@@ -15,10 +15,13 @@
 // Early stop: the recompute ends as the last saved tensor comes back, so the ops after the last
 // op that saved a tensor are never recomputed, nor is that op itself unless it saved its output
 // (an op saving only its inputs, a matmul, saves them before computing). Their work counts for
-// nothing, and keeping them is never planned. What the plan adds to a step's memory: each checkpointed region holds at most
-// its kept_bytes more than without a policy, until its recompute, and its recompute allocates no
-// more than without (a replayed op allocates nothing); so the segment planner's predicted peak plus
+// nothing, and keeping them is never planned.
+//
+// What the plan adds to a step's memory: each checkpointed region holds at most its kept_bytes
+// more than without a policy, until its recompute, and its recompute allocates no more than
+// without (a replayed op allocates nothing); so the segment planner's predicted peak plus
 // kept_bytes for each checkpointed segment bounds the peak of a step that runs both plans.
+//
 // plan_selective builds on that. A segment plan that fits the budget tightly leaves no room for
 // kept ops, and one that recomputes more may leave room for enough of them to come out ahead,
 // so it walks the segment planner's plans from the budget's down (each next one for a budget
