@@ -261,6 +261,18 @@ TEST_F(CheckpointPolicy, MustSaveOnAnOpThatCannotBeReplayedIsAnError) {
   EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 0);
 }
 
+// Every op is checked for replay now, also one that saved statistics of its own and has an
+// optional argument left out (layer_norm without weight and bias).
+TEST_F(CheckpointPolicy, OpsWithArgumentsLeftOutAreDescribed) {
+  std::vector<std::string> seen;
+  utils::CheckpointOptions options;
+  options.policy = recording(seen, CheckpointDecision::PreferSave);
+  const Tensor x = randn({2, 4}).requires_grad_();
+  sum(utils::checkpoint([](const Tensor& in) { return layer_norm(in, {4}); }, x, options)).backward();
+  EXPECT_EQ(seen, (std::vector<std::string>{"0/0 layer_norm [2, 4] - - -> [2, 4] @"}));
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 0);  // it saved its statistics: recomputed
+}
+
 TEST_F(CheckpointPolicy, APolicyOnTheOpNameStillWorks) {
   Tensor w = randn({4, 4}).requires_grad_();
   utils::CheckpointOptions options;

@@ -346,7 +346,7 @@ struct Recorder final : autograd::OpObserver {
     for (const Tensor& saved : r.pending) {
       int source = same_view(saved, output) ? -1 : -2;
       for (size_t i = 0; i < r.args.size() && source == -2; ++i)
-        if (same_view(saved, r.args[i].detach())) source = static_cast<int>(i);
+        if (same_view(saved, r.args[i])) source = static_cast<int>(i);
       if (source == -2) return false;
       r.saves.push_back(source);
     }
