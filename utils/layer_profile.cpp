@@ -108,6 +108,7 @@ autograd::SavedTensorHooks noting_saves(bool& saved) {
 }  // namespace
 
 int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output) {
+  if (output.numel() == 0) return 0;  // (and a convolution without output channels divides by none)
   for (const Tensor& t : args)
     if (t.defined() && t.storage() == output.storage()) return 0;  // a view computes nothing
   int64_t per_output_element = 1;
