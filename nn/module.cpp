@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
+#include "nn/module_path.h"
 
 namespace ember::nn {
 
@@ -36,6 +37,7 @@ Tensor Module::operator()(const Tensor& x) {
 }
 
 Module::Tensors Module::call(Tensors inputs, const ForwardFn& forward) {
+  const ModuleCallGuard calling(*this);  // Note [Module paths]
   if (pre_hooks_) {
     // Copies: a hook may remove itself or register another while the list runs.
     const auto pre_hooks = pre_hooks_->hooks;

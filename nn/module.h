@@ -72,7 +72,8 @@ class Module {
   // keeping the plain values (a flag, a number) inside the function. So the hooks and the call
   // wrapper see one shape of call, the shape utils::checkpoint already takes: a checkpointed
   // module gets a gradient to each tensor input that requires one, and plain values are
-  // replayed as they were.
+  // replayed as they were. Being the one place every call passes, call() also keeps the stack
+  // of calls under way that names the running module (Note [Module paths] in nn/module_path.h).
   using Tensors = std::vector<Tensor>;
   using ForwardFn = std::function<Tensors(const Tensors& inputs)>;
   using CallWrapper = std::function<Tensors(Module&, const ForwardFn& forward, const Tensors& inputs)>;

@@ -12,6 +12,7 @@
 #include "nn/nn.h"
 #include "utils/checkpoint_sequential.h"
 #include "utils/memory_timeline.h"
+#include "utils/op_planner.h"
 #include "utils/planner.h"
 #include "test_helpers.h"
 
@@ -303,4 +304,65 @@ TEST_F(CheckpointMemory, TimelineRecordsForwardBackwardAndRecompute) {
   std::string svg = utils::timeline_svg({{"2 segments", events}}, "test");
   EXPECT_NE(svg.find("<polyline"), std::string::npos);
   EXPECT_NE(svg.find("#fbd9b0"), std::string::npos);  // the recompute shading
+}
+
+// Note [Planning per-op saves]: on blocks of Linear(32, 128), GELU, Linear(128, 32), keeping a
+// block's first matmul output (four activations) spares nearly all of the block's recompute,
+// where making the block plain costs that and the GELU's output too. So once the budget leaves
+// four activations, plan_selective keeps such outputs and recomputes less than the segment plan
+// alone; the step measures within the prediction, which is within the budget, and its gradients
+// are the plain step's.
+TEST_F(CheckpointMemory, SelectivePlansKeepOpsWhereTheyBeatSegments) {
+  nn::Sequential seq;
+  for (int i = 0; i < 8; ++i) {
+    auto& block = seq.add<nn::Sequential>();
+    block.add<nn::Linear>(kWidth, 4 * kWidth);
+    block.add<nn::GELU>();
+    block.add<nn::Linear>(4 * kWidth, kWidth);
+  }
+  Tensor x = randn({kBatch, kWidth});
+  seq.zero_grad();
+  sum(seq(x)).backward();
+  std::vector<std::vector<double>> plain;
+  for (const Tensor& p : seq.parameters()) plain.push_back(testutil::values(p.grad()));
+  const int64_t smallest = utils::min_feasible_budget(utils::profile_layers(seq, x));
+  for (const int64_t budget : {smallest + 5 * kActivation, smallest + 12 * kActivation}) {
+    const utils::SelectivePlan plan = utils::plan_selective(seq, x, budget);
+    int64_t kept = 0, saved = 0;
+    for (const utils::OpPlan& p : plan.ops) {
+      kept += p.kept_bytes;
+      saved += p.saved_flops;
+    }
+    EXPECT_GT(saved, 0) << plan.str();
+    EXPECT_EQ(plan.predicted_peak_bytes, plan.segments.predicted_peak_bytes + kept);
+    EXPECT_LE(plan.predicted_peak_bytes, budget) << plan.str();
+    // It recomputes less than the segment plan for the budget alone, counted the same way.
+    const utils::CheckpointPlan alone = utils::plan_checkpoints(utils::profile_layers(seq, x), budget);
+    int64_t alone_flops = 0;
+    for (const auto& s : alone.segments)
+      if (s.checkpointed)
+        alone_flops += utils::plan_op_saves(utils::profile_ops(
+                                                [&](const std::vector<Tensor>& in) {
+                                                  Tensor h = in[0];
+                                                  for (size_t i = s.begin; i < s.end; ++i) h = seq[i](h);
+                                                  return std::vector<Tensor>{h};
+                                                },
+                                                {s.begin == 0 ? x : x.detach().requires_grad_()}),
+                                            0)
+                           .recompute_flops;
+    EXPECT_LT(plan.recompute_flops, alone_flops) << plan.str() << " against " << alone.str();
+    seq.zero_grad();
+    utils::checkpoint_stats() = {};
+    const int64_t base = memory::stats().live_bytes;
+    memory::reset_peak();
+    sum(utils::run_plan(seq, plan, x)).backward();
+    const int64_t measured = memory::stats().peak_bytes - base;
+    std::printf("budget %lld: %s, predicted %lld, measured %lld\n", static_cast<long long>(budget), plan.str().c_str(),
+                static_cast<long long>(plan.predicted_peak_bytes), static_cast<long long>(measured));
+    EXPECT_LE(measured, plan.predicted_peak_bytes) << plan.str();
+    EXPECT_GT(utils::checkpoint_stats().ops_replayed, 0);
+    std::vector<std::vector<double>> got;
+    for (const Tensor& p : seq.parameters()) got.push_back(testutil::values(p.grad()));
+    EXPECT_EQ(got, plain) << plan.str();
+  }
 }

@@ -36,13 +36,39 @@
 // run: the observer returns the kept output and fills their saved tensors from the recompute's
 // arguments. An op that saved anything else (a mask, statistics) cannot be replayed that way and
 // is recomputed like the rest.
+//
+// Note [Checkpoint policies]
+// The policy is asked once the op has run, so that it sees the output's shape as well as the
+// arguments': while the op runs the Recorder holds its arguments and the tensors it saves (both
+// alive then anyway) and lets them go in after(). It gets an OpInfo: the op's name, the shapes,
+// dtypes and devices, the module it runs in (Note [Module paths]) and its position in the
+// region. Regions nest, and an op inside an inner region is inside the outer one too, so each
+// region running on the thread has a PolicyScope on a thread-local stack with its policy and its
+// counters, and every op counts in every region around it: the outer region's counters go on
+// through the inner region's ops, and `index` means the same for one policy wherever it is used.
+// The recompute pushes a scope of its own and counts the ops it replays or runs, so a region
+// nested in it sees the counters of the forward.
+//
+// Note [Decision strengths]
+// Every region around an op is asked about it, the outermost first, and the answers combine:
+// a MUST beats a PREFER whichever region gives it, and between two answers of the same
+// strength the innermost region's wins. So a region nested in another decides its own ops (the
+// ready-made policies all PREFER), unless the outer policy insists: an outer MustSave of the
+// matmuls keeps them in every block checkpointed inside it, whatever the blocks' own policies
+// prefer, and an outer MustRecompute keeps memory free whatever they prefer. A MUST is also a
+// promise: MustSave on an op that cannot be replayed (it saved a mask or statistics of its own,
+// Note [Selective checkpointing]) is a CheckpointError naming the op, where PreferSave quietly
+// recomputes it. (The budget planner may override what a policy prefers, never what it insists
+// on.)
 #include "utils/checkpoint.h"
 
 #include <any>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
+#include "core/autograd/engine.h"
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/graph_region.h"
 #include "core/autograd/op_observer.h"
@@ -51,15 +77,90 @@
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "nn/module_path.h"
+#include "utils/layer_profile.h"
 
 namespace ember::utils {
 
+int64_t TensorInfo::nbytes() const {
+  return defined ? numel_of(shape, "TensorInfo") * static_cast<int64_t>(element_size(dtype)) : 0;
+}
+
+bool is_save(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::PreferSave; }
+bool is_must(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::MustRecompute; }
+
+std::ostream& operator<<(std::ostream& os, CheckpointDecision d) {
+  switch (d) {
+    case CheckpointDecision::MustSave: return os << "MustSave";
+    case CheckpointDecision::PreferSave: return os << "PreferSave";
+    case CheckpointDecision::MustRecompute: return os << "MustRecompute";
+    case CheckpointDecision::PreferRecompute: return os << "PreferRecompute";
+  }
+  return os << "CheckpointDecision(" << static_cast<int>(d) << ")";
+}
+
+namespace {
+
+CheckpointPolicy prefer_saving(std::function<bool(const OpInfo&)> keep) {
+  return [keep = std::move(keep)](const OpInfo& op) {
+    return keep(op) ? CheckpointDecision::PreferSave : CheckpointDecision::PreferRecompute;
+  };
+}
+
+// `*` matches any run of characters of `name`.
+bool glob_match(std::string_view pattern, std::string_view name) {
+  if (pattern.empty()) return name.empty();
+  if (pattern[0] == '*') {
+    for (size_t skip = 0; skip <= name.size(); ++skip)
+      if (glob_match(pattern.substr(1), name.substr(skip))) return true;
+    return false;
+  }
+  return !name.empty() && pattern[0] == name[0] && glob_match(pattern.substr(1), name.substr(1));
+}
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> names;
+  while (true) {
+    const size_t dot = path.find('.');
+    names.push_back(path.substr(0, dot));
+    if (dot == std::string_view::npos) return names;
+    path.remove_prefix(dot + 1);
+  }
+}
+
+}  // namespace
+
 CheckpointPolicy recompute_all() {
-  return [](const std::string&) { return false; };
+  return prefer_saving([](const OpInfo&) { return false; });
 }
 
 CheckpointPolicy save_matmuls() {
-  return [](const std::string& op) { return op == "matmul" || op == "conv2d"; };
+  return prefer_saving([](const OpInfo& op) { return op.name == "matmul" || op.name == "conv2d"; });
+}
+
+CheckpointPolicy save_attention() {
+  return prefer_saving([](const OpInfo& op) { return op.name == "scaled_softmax" || op.name == "softmax"; });
+}
+
+CheckpointPolicy save_every(int64_t k, const std::string& op) {
+  EMBER_CHECK(k >= 1, "[save_every] k must be at least 1, got ", k, " (for op ", op, ")");
+  EMBER_CHECK(!op.empty(), "[save_every] the op name is empty");
+  return prefer_saving([k, op](const OpInfo& info) { return info.name == op && (info.index_of_name + 1) % k == 0; });
+}
+
+CheckpointPolicy save_modules(const std::string& pattern) {
+  const std::vector<std::string_view> parts = split_path(pattern);
+  for (std::string_view part : parts)
+    EMBER_CHECK(!part.empty(), "[save_modules] the pattern '", pattern, "' has an empty name (a leading, trailing or "
+                "doubled '.')");
+  return prefer_saving([pattern](const OpInfo& op) {
+    if (op.module_path.empty()) return false;  // the region's outermost module: not one of a pattern's
+    const std::vector<std::string_view> want = split_path(pattern), path = split_path(op.module_path);
+    if (want.size() > path.size()) return false;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!glob_match(want[i], path[i])) return false;
+    return true;
+  });
 }
 
 bool is_recomputing() { return autograd::is_recomputing(); }
@@ -99,8 +200,8 @@ struct OpRecord {
   Tensor output;  // detached
   bool output_requires_grad = false;
   std::vector<int> saves;       // per saved tensor: the argument it aliases, or -1 for the output
-  std::vector<Tensor> pending;  // saved during the op, resolved into `saves` when it ends
-  std::vector<Tensor> args;
+  std::vector<Tensor> pending;  // saved while the op runs, resolved into `saves` when it ends
+  std::vector<Tensor> args;     // while the op runs
   uint64_t output_fingerprint = 0;  // debug mode
 };
 
@@ -135,15 +236,56 @@ struct FingerprintMemo {
   }
 };
 
+// A region whose forward or recompute runs on this thread (Note [Checkpoint policies]).
+struct PolicyScope {
+  const CheckpointPolicy& policy;
+  int64_t ops = 0;
+  std::unordered_map<std::string, int64_t> ops_by_name;
+};
+thread_local std::vector<PolicyScope*> policy_scopes;  // the outermost first
+
+class PolicyScopeGuard {
+ public:
+  explicit PolicyScopeGuard(const CheckpointPolicy& policy) : scope_{policy, 0, {}} { policy_scopes.push_back(&scope_); }
+  ~PolicyScopeGuard() { policy_scopes.pop_back(); }
+  PolicyScopeGuard(const PolicyScopeGuard&) = delete;
+  PolicyScopeGuard& operator=(const PolicyScopeGuard&) = delete;
+
+ private:
+  PolicyScope scope_;
+};
+
+// Counts op `name` in every region around it and, given the op's info, combines the regions'
+// decisions (Note [Decision strengths]).
+std::optional<CheckpointDecision> count_op(const char* name, OpInfo* info) {
+  std::optional<CheckpointDecision> must, innermost;
+  for (PolicyScope* scope : policy_scopes) {
+    const int64_t index = scope->ops++, index_of_name = scope->ops_by_name[name]++;
+    if (!info) continue;
+    info->index = index;
+    info->index_of_name = index_of_name;
+    innermost = scope->policy(*info);
+    if (is_must(*innermost)) must = innermost;
+  }
+  return must ? must : innermost;
+}
+
+TensorInfo describe(const Tensor& t) {
+  if (!t.defined()) return {Shape{}, kFloat32, Device{}, false};
+  return {t.shape(), t.dtype(), t.device(), true};
+}
+
 struct Frame {
   MultiFunction fn;
   CheckpointOptions options;
   std::vector<autograd::SavedTensor> inputs;
   std::vector<bool> input_requires_grad;
   std::vector<std::pair<Device, GeneratorState>> rng;
-  AutocastSnapshot autocast;  // the forward's, which the recompute runs under (Note [Autocast])
+  AutocastSnapshot autocast;      // the forward's, which the recompute runs under (Note [Autocast])
+  nn::ModuleCalls module_calls;  // the forward's, which the recompute runs under (Note [Module paths])
   std::vector<Entry> entries;
   std::vector<OpRecord> ops;
+  bool kept_let_go = false;             // Note [Letting kept outputs go]
   int current_op = -1;                  // forward: the op being recorded
   const char* recomputing_op = nullptr;  // recompute: the op running now
   FingerprintMemo fingerprints;          // the value check's, forward and recompute
@@ -151,6 +293,7 @@ struct Frame {
   bool checks_values() const { return options.debug || (options.determinism_check && options.check_values); }
   Tensor take(size_t index);
   void recompute();
+  void let_go_of_kept_outputs();
   void fill(size_t& next, const Tensor& t);
 };
 
@@ -166,25 +309,28 @@ struct Recorder final : autograd::OpObserver {
     frame.current_op = static_cast<int>(frame.ops.size());
     OpRecord& r = frame.ops.emplace_back();
     r.name = op;
-    r.kept = frame.options.policy(op);
-    if (r.kept) r.args = args;
+    r.args = args;
     return std::nullopt;
   }
-  void after(const char*, const Tensor& output) override {
+  void after(const char* op, const Tensor& output) override {
     OpRecord& r = frame.ops[static_cast<size_t>(frame.current_op)];
     frame.current_op = -1;
     if (frame.options.debug) r.output_fingerprint = fingerprint(output);
-    if (!r.kept) return;
-    for (const Tensor& saved : r.pending) {
-      int source = same_view(saved, output) ? -1 : -2;
-      for (size_t i = 0; i < r.args.size() && source == -2; ++i)
-        if (same_view(saved, r.args[i].detach())) source = static_cast<int>(i);
-      if (source == -2) {  // saved something it made itself: not replayable
-        r.kept = false;
-        break;
-      }
-      r.saves.push_back(source);
-    }
+    OpInfo info;
+    info.name = op;
+    for (const Tensor& a : r.args) info.inputs.push_back(describe(a));
+    info.output = describe(output);
+    info.module_path = nn::current_module_path();
+    info.saved = static_cast<int64_t>(r.pending.size());
+    for (const Tensor& saved : r.pending) info.saved_output |= same_view(saved, output);
+    info.replayable = replayable(r, output);
+    info.flops = estimated_flops(op, r.args, output);
+    const CheckpointDecision decision = *count_op(op, &info);
+    r.kept = is_save(decision) && info.replayable;
+    if (is_save(decision) && !r.kept && is_must(decision))
+      EMBER_CHECKPOINT_FAIL("[checkpoint] a policy says MustSave for op ", info.index, " (", op, info.module_path.empty() ? "" : " in ",
+                            info.module_path, "), but ", op, " saves a tensor it made itself (a mask or statistics), "
+                            "so its output cannot be replayed: PreferSave recomputes such ops instead");
     r.pending.clear();
     r.args.clear();
     if (!r.kept) {
@@ -194,6 +340,18 @@ struct Recorder final : autograd::OpObserver {
     r.output = output.detach();
     r.output_requires_grad = output.requires_grad();
   }
+  // Works out, for each tensor the op saved, which argument it is, or its output (Note [Selective
+  // checkpointing]); false if it saved something else.
+  static bool replayable(OpRecord& r, const Tensor& output) {
+    for (const Tensor& saved : r.pending) {
+      int source = same_view(saved, output) ? -1 : -2;
+      for (size_t i = 0; i < r.args.size() && source == -2; ++i)
+        if (same_view(saved, r.args[i])) source = static_cast<int>(i);
+      if (source == -2) return false;
+      r.saves.push_back(source);
+    }
+    return true;
+  }
   Frame& frame;
 };
 
@@ -202,12 +360,13 @@ struct Replayer final : autograd::OpObserver {
   Replayer(Frame& f, size_t& next) : frame(f), next(next) {}
   std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) override {
     const size_t index = op_index++;
+    count_op(op, nullptr);
     if (index >= frame.ops.size() || frame.ops[index].name != op)
       EMBER_CHECKPOINT_FAIL("[checkpoint] op ", index, " of the recompute is ", op, " but the forward ran ",
                             index < frame.ops.size() ? frame.ops[index].name : "nothing there",
                             ": the checkpointed function does not run the same ops twice");
     const OpRecord& r = frame.ops[index];
-    if (!r.kept) {
+    if (!r.kept || frame.kept_let_go) {
       frame.recomputing_op = op;
       return std::nullopt;
     }
@@ -274,6 +433,8 @@ void Frame::recompute() {
   RngStateGuard callers_generators;
   if (options.preserve_rng_state) set_rng_states(rng);
   AutocastRestore forwards_autocast(autocast);
+  nn::ModuleCallsRestore forwards_module_calls(module_calls);
+  PolicyScopeGuard counting(options.policy);
   autograd::RecomputeGuard recomputing;
   EnableGradGuard grad_on;  // the ops must record (and so save) exactly as in the forward
   size_t next = 0;
@@ -291,10 +452,27 @@ void Frame::recompute() {
     fn(args);
   } catch (const StopRecompute&) {
     ++checkpoint_stats().early_stops;
+    let_go_of_kept_outputs();
     return;
   }
   EMBER_CHECKPOINT_FAIL("[checkpoint] the recompute saved ", next, " tensor(s) but the forward saved ", entries.size(),
                         ": the checkpointed function is not deterministic in the ops it runs");
+}
+
+// Note [Letting kept outputs go]
+// A policy's kept outputs are what a recompute replays, so they stay as long as a recompute may
+// come. Once one has run inside a backward that frees its nodes' saved tensors (no
+// retain_graph), none will come in the ordinary course: every entry now holds its tensor, and
+// each node that takes one frees its handle after running. So the kept outputs go then, and each
+// replayed tensor lives only as long as the entries holding it, as it would have without
+// checkpointing: a region that keeps every op holds what the plain run holds, no more, in backward
+// as in the forward. Should a recompute come all the same (a later backward with retain_graph
+// over nodes that this one did not run, a node unpacking one tensor twice), it runs every op
+// again instead of replaying: slower, never wrong.
+void Frame::let_go_of_kept_outputs() {
+  if (!autograd::backward_frees_graph()) return;
+  for (OpRecord& r : ops) r.output = Tensor();
+  kept_let_go = true;
 }
 
 Tensor Frame::take(size_t index) {
@@ -333,9 +511,11 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
   for (AutocastSnapshot::Device& d : frame->autocast.devices) d.cache_enabled = false;
   const AutocastRestore forward_without_cast_cache(frame->autocast);
 
+  frame->module_calls = nn::module_calls();
   Recorder recorder(*frame);
   std::vector<Tensor> outputs;
   {
+    PolicyScopeGuard deciding(frame->options.policy);
     autograd::GraphRegionGuard region("checkpoint");  // for the pictures: Note [Graph regions]
     autograd::OpObserverGuard observe(&recorder);
     autograd::SavedTensorHooksGuard hooks(
@@ -346,8 +526,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
            e.device = t.device();
            e.op = autograd::saving_op_name();
            if (frame->checks_values()) e.fingerprint = frame->fingerprints.of(t);
-           if (frame->current_op >= 0 && frame->ops[static_cast<size_t>(frame->current_op)].kept)
-             frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
+           if (frame->current_op >= 0) frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
            ++checkpoint_stats().tensors_packed;
            return Handle{frame, frame->entries.size() - 1};
          },
@@ -369,7 +548,15 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
 }
 
 Tensor checkpoint(nn::Module& module, const Tensor& input, const CheckpointOptions& options) {
-  return checkpoint([&module](const Tensor& x) { return module.forward(x); }, input, options);
+  // forward(), not the call: the hooks and the call wrapper belong to whoever calls the module.
+  // The module is still the one being called (Note [Module paths]), in the forward and in the
+  // recompute, so that its own ops are at its path and its children's below it.
+  return checkpoint(
+      [&module](const Tensor& x) {
+        const nn::ModuleCallGuard calling(module);
+        return module.forward(x);
+      },
+      input, options);
 }
 
 }  // namespace ember::utils

@@ -22,7 +22,6 @@
 // every run, so the plan is too.
 #include "utils/layer_profile.h"
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -85,22 +84,15 @@ struct DenseGradientLoss : autograd::Function<DenseGradientLoss> {
 // Sums the work of the ops it observes (see the Note).
 struct WorkCounter final : autograd::OpObserver {
   int64_t flops = 0;
-  int64_t per_output_element = 1;      // of the op running now
-  std::vector<const Storage*> inputs;  // its arguments' storages: an output in one of them is a view
+  std::vector<Tensor> args;  // of the op running now
 
-  std::optional<Tensor> before(const char* op, const std::vector<Tensor>& args) override {
-    const std::string name = op;
-    if (name == "matmul") per_output_element = 2 * args.at(0).size(-1) + (args.size() > 2 && args[2].defined());  // + bias
-    else if (name == "conv2d") per_output_element = 2 * (args.at(1).numel() / args.at(1).size(0));
-    else per_output_element = 1;
-    inputs.clear();
-    for (const Tensor& t : args)
-      if (t.defined()) inputs.push_back(t.storage().get());
+  std::optional<Tensor> before(const char*, const std::vector<Tensor>& op_args) override {
+    args = op_args;
     return std::nullopt;
   }
-  void after(const char*, const Tensor& output) override {
-    const bool view = std::find(inputs.begin(), inputs.end(), output.storage().get()) != inputs.end();
-    if (!view) flops += per_output_element * output.numel();
+  void after(const char* op, const Tensor& output) override {
+    flops += estimated_flops(op, args, output);
+    args.clear();
   }
 };
 
@@ -114,6 +106,16 @@ autograd::SavedTensorHooks noting_saves(bool& saved) {
 }
 
 }  // namespace
+
+int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output) {
+  if (output.numel() == 0) return 0;  // (and a convolution without output channels divides by none)
+  for (const Tensor& t : args)
+    if (t.defined() && t.storage() == output.storage()) return 0;  // a view computes nothing
+  int64_t per_output_element = 1;
+  if (op == "matmul") per_output_element = 2 * args.at(0).size(-1) + (args.size() > 2 && args[2].defined());  // + bias
+  else if (op == "conv2d") per_output_element = 2 * (args.at(1).numel() / args.at(1).size(0));
+  return per_output_element * output.numel();
+}
 
 std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample) {
   EMBER_CHECK(seq.size() > 0, "[profile_layers] the module list is empty");

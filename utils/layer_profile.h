@@ -24,6 +24,11 @@ struct LayerProfile {
   double forward_ms = 0;      // measured once; reported, never used to choose a plan
 };
 
+// The arithmetic operations an op did, estimated from its tensors (Note [Profiling a step]): 2 M N K
+// for a matmul (M N more with a bias), 2 per output element and weight element of its output
+// channel for a convolution, none for a view of an argument, one per output element otherwise.
+int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output);
+
 // Runs one training step of seq on `sample` without checkpointing (training mode, grad on) and
 // measures every module. Backward starts from a dense gradient of the output's shape, as any real
 // loss sends (the loss's own memory is the caller's). The step leaves no trace: generator states,

@@ -142,6 +142,14 @@ void check_plan(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) 
 
 }  // namespace
 
+std::function<Tensor(const Tensor&)> segment_forward(nn::ModuleList& seq, CheckpointPlan::Segment segment) {
+  return [&seq, segment](const Tensor& in) {
+    Tensor h = in;
+    for (size_t i = segment.begin; i < segment.end; ++i) h = seq[i](h);
+    return h;
+  };
+}
+
 int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
   check_plan(l, plan);
   return predicted_peak(SegmentTable(l), plan);
@@ -197,16 +205,17 @@ std::string CheckpointPlan::str() const {
 }
 
 Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
+  return run_plan(seq, plan, x, [&options](size_t) { return options; });
+}
+
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+                const std::function<CheckpointOptions(size_t segment)>& options_of) {
   EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == seq.size(), "[run_plan] the plan covers ",
               plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the module list has ", seq.size());
   Tensor out = x;
-  for (const auto& s : plan.segments) {
-    auto run = [&seq, s](const Tensor& in) {
-      Tensor h = in;
-      for (size_t i = s.begin; i < s.end; ++i) h = seq[i](h);
-      return h;
-    };
-    out = s.checkpointed ? checkpoint(run, out, options) : run(out);
+  for (size_t i = 0; i < plan.segments.size(); ++i) {
+    const CheckpointPlan::Segment s = plan.segments[i];
+    out = s.checkpointed ? checkpoint(segment_forward(seq, s), out, options_of(i)) : segment_forward(seq, s)(out);
   }
   return out;
 }

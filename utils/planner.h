@@ -3,6 +3,7 @@
 // any ModuleList run in order (utils/layer_profile.h), then choose which runs of layers to
 // checkpoint so the predicted peak of a step fits a byte budget with the least recompute.
 // See Note [Checkpoint planning] in utils/planner.cpp and docs/checkpointing.md.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,9 +37,15 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& layers);
 // The peak the model predicts for a given plan.
 int64_t predicted_peak(const std::vector<LayerProfile>& layers, const CheckpointPlan& plan);
 
-// Runs seq following a plan.
+// The forward of one segment: its modules of seq in order.
+std::function<Tensor(const Tensor&)> segment_forward(nn::ModuleList& seq, CheckpointPlan::Segment segment);
+
+// Runs seq following a plan; with options_of, segment i (of plan.segments) checkpoints with
+// options_of(i).
 Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
                 const CheckpointOptions& options = {});
+Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+                const std::function<CheckpointOptions(size_t segment)>& options_of);
 
 struct MemoryBudget {
   int64_t bytes;

@@ -32,7 +32,11 @@ namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
 // The callbacks of the innermost backward running on this thread (Note [End-of-backward callbacks]).
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+// Whether the innermost backward running on this thread frees what its nodes saved.
+thread_local bool frees_graph = false;
 }
+
+bool backward_frees_graph() { return frees_graph; }
 
 void queue_callback(std::function<void()> fn) {
   EMBER_CHECK(current_callbacks, "[queue_callback] called outside a backward: a callback runs when the backward "
@@ -162,6 +166,7 @@ void run(const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool re
   OpLabelGuard in_backward(nullptr, true);  // frees between nodes count as backward too
   std::vector<std::function<void()>> callbacks;
   ScopedValue<std::vector<std::function<void()>>*> callbacks_of_this_run(current_callbacks, &callbacks);
+  ScopedValue<bool> freeing(frees_graph, !retain_graph);
   std::unordered_map<Node*, int> dependencies;
   {
     std::vector<Node*> stack;

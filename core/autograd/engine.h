@@ -16,6 +16,11 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
 
+// True while a backward without retain_graph runs on this thread: every node it runs frees its
+// saved tensors afterwards, so what a node unpacks now it will not unpack again. A checkpoint
+// lets go of its policy's kept outputs then (Note [Letting kept outputs go] in utils/checkpoint.cpp).
+bool backward_frees_graph();
+
 // Note [End-of-backward callbacks]
 // queue_callback(fn), called while a backward runs (from a hook or a backward formula), runs fn
 // on this thread once that backward's last node has run, before backward() returns; callbacks

@@ -33,9 +33,9 @@ int main() {
     return utils::checkpoint_sequential(layers, 6, in);
   });
   // The whole stack as one checkpoint, with a policy that keeps the matmuls' outputs. Here that
-  // holds more than a plain step: each GELU's input is a matmul's output, which plain keeps too,
-  // and backward brings the whole stack back at once (docs/checkpointing.md, section 6: when a
-  // policy pays).
+  // holds what a plain step holds, no less: each GELU's input is a matmul's output, which plain
+  // keeps too, and backward brings every GELU's output back at once (docs/checkpointing.md,
+  // section 6: when a policy pays).
   utils::CheckpointOptions keep_matmuls;
   keep_matmuls.policy = utils::save_matmuls();
   const int64_t whole = step_peak(layers, x, [&](const Tensor& in) {
