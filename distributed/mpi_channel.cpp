@@ -9,8 +9,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a waiting rank reads the arrivals, to keep its termination report current.
-constexpr std::chrono::milliseconds kLookInterval{200};
+// How often a waiting rank reads the arrivals, to keep its termination report current; the
+// first look comes after a short wait, so a collective that completes quickly formats nothing.
+constexpr std::chrono::milliseconds kFirstLook{10}, kLookInterval{200};
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
@@ -91,7 +92,7 @@ void MpiChannel::report_waiting(const CollectiveCall& call) {
 bool MpiChannel::wait_quietly(MPI_Request& request, const CollectiveCall& call, std::chrono::milliseconds timeout,
                               const std::vector<Tensor>& buffers) {
   const Clock::time_point start = Clock::now(), deadline = start + timeout;
-  Clock::time_point next_look = start;
+  Clock::time_point next_look = start + kFirstLook;
   for (;;) {
     int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
