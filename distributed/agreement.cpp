@@ -32,14 +32,13 @@ Settings decode(const std::string& text) {
   return settings;
 }
 
-// "rank 1" or "ranks 1, 3".
-std::string ranks_text(const std::vector<int>& ranks) {
+}  // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
-
-}  // namespace
 
 std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& text) {
   // Gathered on the group's device (NCCL gathers CUDA tensors), read on the host: first the
@@ -92,7 +91,7 @@ void check_ranks_agree(ProcessGroup& group, const Settings& settings, const std:
     std::string differences;
     for (size_t v = 0; v < values.size(); ++v)
       differences += detail::concat(v == 0 ? "" : v + 1 == values.size() ? " but " : ", ", values[v].first, " on ",
-                                    ranks_text(values[v].second));
+                                    rank_list(values[v].second));
     EMBER_FAIL(context, " ", same_names ? all[0][i].first + " is " : "the ranks differ: ", differences, "; ", advice);
   }
 }

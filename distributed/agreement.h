@@ -17,6 +17,9 @@
 
 namespace ember::distributed {
 
+// "rank 1" or "ranks 1, 3", for messages.
+std::string rank_list(const std::vector<int>& ranks);
+
 // Every rank's `text` (of any length), rank r's at index r.
 std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "distributed/mpi_channel.h"
 
 #include "core/check.h"
+#include "distributed/agreement.h"
 #include "distributed/mpi_runtime.h"
 
 namespace ember::distributed {
@@ -12,12 +13,6 @@ using Clock = std::chrono::steady_clock;
 // How often a waiting rank reads the arrivals, to keep its termination report current; the
 // first look comes after a short wait, so a collective that completes quickly formats nothing.
 constexpr std::chrono::milliseconds kFirstLook{10}, kLookInterval{200};
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
 
 std::string seconds(std::chrono::milliseconds duration) {
   return detail::concat(static_cast<double>(duration.count()) / 1000.0, " s");
