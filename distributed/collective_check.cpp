@@ -23,6 +23,8 @@ std::string tensor_words(int64_t dtype, const Shape& shape) {
 
 }  // namespace
 
+const char* collective_name(Collective collective) { return collective_name(static_cast<int64_t>(collective)); }
+
 void check_same_call_on_all_ranks(Collective collective, const Tensor& tensor, int root, int size,
                                   const GatherWords& gather) {
   const char* name = collective_name(static_cast<int64_t>(collective));

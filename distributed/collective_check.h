@@ -14,6 +14,7 @@
 namespace ember::distributed {
 
 enum class Collective : int64_t { Allreduce, Broadcast, Allgather };
+const char* collective_name(Collective collective);
 
 // Gathers `words` (the same count on every rank) from all ranks, rank r's at [r * count, ...).
 using GatherWords = std::function<std::vector<int64_t>(const std::vector<int64_t>& words)>;

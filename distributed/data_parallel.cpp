@@ -4,6 +4,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/recompute.h"
 #include "core/check.h"
+#include "distributed/agreement.h"
 
 namespace ember::distributed {
 
@@ -56,32 +57,15 @@ DistributedDataParallel::~DistributedDataParallel() {
   for (autograd::HookHandle& h : hooks_) h.remove();
 }
 
-// The buckets of all ranks must line up, or their reductions would add unrelated numbers: same
-// number of parameters, each with the same size and dtype. Checked once, here, which is what
-// lets the buckets use allreduce_async without a header exchange (Note [Process groups]).
+// The buckets of all ranks must line up, or their reductions would add unrelated numbers: the
+// same parameters in the same order, each with the same name, dtype and shape (Note [Ranks that
+// must agree]). Checked once, here, which is what lets the buckets use allreduce_async without a
+// header exchange (Note [Process groups]).
 void DistributedDataParallel::check_same_model_on_all_ranks() {
-  const auto count = static_cast<int64_t>(parameters_.size());
-  // Gathered on the group's device, read on the host.
-  const TensorOptions options = TensorOptions(kInt64).with_device(group_->device());
-  const Tensor counts = group_->allgather(full({1}, static_cast<double>(count), options)).to(kCPU);
-  for (int r = 1; r < group_->size(); ++r)
-    EMBER_CHECK(counts.at({r, 0}) == counts.at({0, 0}), "[DistributedDataParallel] rank 0's model has ",
-                counts.at({0, 0}), " parameters that require grad but rank ", r, "'s has ", counts.at({r, 0}),
-                "; every rank must wrap the same model");
-  Tensor mine = zeros({count, 2}, TensorOptions(kInt64));
-  for (int64_t i = 0; i < count; ++i) {
-    const Tensor& p = parameters_[static_cast<size_t>(i)].second;
-    mine.data<int64_t>()[2 * i] = p.numel();
-    mine.data<int64_t>()[2 * i + 1] = static_cast<int64_t>(p.dtype());
-  }
-  const Tensor all = group_->allgather(mine.to(group_->device())).to(kCPU);
-  for (int r = 1; r < group_->size(); ++r)
-    for (int64_t i = 0; i < count; ++i)
-      EMBER_CHECK(all.at({r, i, 0}) == all.at({0, i, 0}) && all.at({r, i, 1}) == all.at({0, i, 1}),
-                  "[DistributedDataParallel] parameter '", parameters_[static_cast<size_t>(i)].first, "' has ",
-                  all.at({0, i, 0}), " ", dtype_name(static_cast<DType>(all.at({0, i, 1}))), " elements on rank 0 but ",
-                  all.at({r, i, 0}), " ", dtype_name(static_cast<DType>(all.at({r, i, 1}))), " on rank ", r,
-                  "; every rank must wrap the same model");
+  Settings model{{"the number of parameters that require grad", std::to_string(parameters_.size())}};
+  for (const auto& [name, p] : parameters_)
+    model.emplace_back("parameter '" + name + "'", detail::concat(dtype_name(p.dtype()), " ", shape_str(p.shape())));
+  check_ranks_agree(*group_, model, "[DistributedDataParallel]", "every rank must wrap the same model");
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<std::pair<std::string, Tensor>>& tensors) {
@@ -159,10 +143,19 @@ void DistributedDataParallel::finish_backward() {
     --buckets_[w.bucket].pending;
   }
   launch_ready_buckets();
+  ++synchronised_backwards_;
   // Wait for what was launched even when failing: the buffers must outlive the reductions.
   for (size_t b = 0; b < next_launch_; ++b)
     if (buckets_[b].work) {
-      buckets_[b].work->wait();
+      try {
+        buckets_[b].work->wait();
+      } catch (const Error& e) {
+        // The group gave up on the other ranks (Note [Collective timeouts]): it is unusable now.
+        for (Bucket& bucket : buckets_) bucket.work.reset();
+        reset_for_next_backward();
+        EMBER_FAIL("[DistributedDataParallel] synchronised backward #", synchronised_backwards_, ", bucket ", b,
+                   " of ", buckets_.size(), ": ", e.message());
+      }
       buckets_[b].work.reset();
       timeline_.buckets[b].finished = Clock::now();
     }

@@ -3,7 +3,8 @@
 // Every rank holds the whole model and trains it on its own part of each batch; after backward
 // every rank must hold the same gradient, the average of all ranks' gradients, so the same
 // optimizer step keeps the replicas identical. DistributedDataParallel wraps the model and:
-//  1. at construction checks that every rank has the same parameters (count, sizes, dtypes),
+//  1. at construction checks that every rank has the same parameters (count, names, dtypes,
+//     shapes; Note [Ranks that must agree]),
 //     copies rank 0's parameters and buffers to all ranks, and packs the parameters into
 //     buckets (Note [Gradient buckets]);
 //  2. in backward, a hook on each parameter (Tensor::register_hook, Note [Tensor hooks]) copies
@@ -23,6 +24,11 @@
 // A parameter that got no gradient in a backward would leave its bucket unlaunched for ever:
 // by default that backward ends with an Error naming the parameters; with
 // find_unused_parameters they count as a zero gradient from this rank.
+// Uneven inputs (one rank runs out of batches, or stops calling backward) are not evened out as
+// PyTorch's join() does: the other ranks' bucket waits end after the group's timeout with an
+// Error naming the step, the bucket and the rank that did not arrive (Note [Collective
+// timeouts]). A rank with fewer batches is a bug in how the data was split (DistributedSampler
+// gives every rank the same number), and shadowing its missing steps would hide it.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -114,6 +120,7 @@ class DistributedDataParallel : public nn::Module {
   size_t next_launch_ = 0;       // buckets are launched in plan order
   bool finish_queued_ = false;   // this backward's end-of-backward callback
   bool sync_ = true;             // false under no_sync()
+  int64_t synchronised_backwards_ = 0;  // for messages: which step a bucket's wait failed in
   std::vector<autograd::HookHandle> hooks_;
   BackwardTimeline timeline_;
 };

@@ -2,11 +2,15 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "core/ops.h"
 #include "distributed/collective_check.h"
+#include "distributed/mpi_channel.h"
 #include "distributed/mpi_runtime.h"
 
 namespace ember::distributed {
@@ -43,11 +47,14 @@ void finish_average(const Tensor& t, ReduceOp op, int size) {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(MPI_Request request, Tensor tensor, ReduceOp op, int size)
-      : request_(request), tensor_(std::move(tensor)), op_(op), size_(size) {}
+  MpiWork(std::shared_ptr<MpiChannel> channel, CollectiveCall call, MPI_Request request, Tensor tensor, ReduceOp op,
+          std::chrono::milliseconds timeout)
+      : channel_(std::move(channel)), call_(call), request_(request), tensor_(std::move(tensor)), op_(op),
+        timeout_(timeout) {}
   ~MpiWork() override {
-    // A collective cannot be abandoned: wait for it, so the buffer outlives MPI's use of it.
-    if (!done_ && !mpi_finalised()) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    // A collective cannot be abandoned while MPI may still write the buffer: wait for it (up to
+    // the timeout; a timed-out one is kept alive by the channel, Note [Collective timeouts]).
+    if (!done_ && !channel_->broken() && !mpi_finalised()) channel_->wait_quietly(request_, call_, timeout_, {tensor_});
   }
   bool test() override {
     if (done_) return true;
@@ -58,49 +65,42 @@ class MpiWork final : public Work {
   }
   void wait() override {
     if (done_) return;
-    check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    channel_->wait(request_, call_, timeout_, {tensor_});
     finish();
   }
 
  private:
   void finish() {
     done_ = true;
-    finish_average(tensor_, op_, size_);
+    finish_average(tensor_, op_, channel_->size());
   }
+  std::shared_ptr<MpiChannel> channel_;
+  CollectiveCall call_;
   MPI_Request request_;
   Tensor tensor_;
   ReduceOp op_;
-  int size_;
+  std::chrono::milliseconds timeout_;
   bool done_ = false;
 };
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  MpiProcessGroup() {
-    // A communicator of its own, so this group's collectives never match another group's.
-    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-    check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-  }
-  ~MpiProcessGroup() override {
-    if (!mpi_finalised()) MPI_Comm_free(&comm_);
-  }
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int rank() const override { return channel_->rank(); }
+  int size() const override { return channel_->size(); }
   Backend backend() const override { return Backend::MPI; }
   Device device() const override { return kCPU; }
 
   void allreduce(const Tensor& tensor, ReduceOp op) override {
     check_tensor(tensor, "allreduce");
     check_reduce_op(tensor, op, "allreduce");
-    check_same_call(Collective::Allreduce, tensor, 0);
+    const CollectiveCall call = check_same_call(Collective::Allreduce, tensor, 0);
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer.raw_data(), mpi_count(buffer, "allreduce"), mpi_type(buffer.dtype()),
-                              MPI_SUM, comm_),
-                "MPI_Allreduce");
-      finish_average(buffer, op, size_);
+      MPI_Request request;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), mpi_count(buffer, "allreduce"), mpi_type(buffer.dtype()),
+                               MPI_SUM, comm(), &request),
+                "MPI_Iallreduce");
+      channel_->wait(request, call, timeout(), {buffer});
+      finish_average(buffer, op, size());
     });
   }
 
@@ -108,53 +108,74 @@ class MpiProcessGroup final : public ProcessGroup {
     check_tensor(tensor, "allreduce_async");
     check_reduce_op(tensor, op, "allreduce_async");
     EMBER_CHECK(tensor.is_contiguous(), "[allreduce_async] the tensor must be contiguous (the result lands in it)");
+    const CollectiveCall call = channel_->begin("allreduce_async");
     MPI_Request request;
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), mpi_count(tensor, "allreduce_async"),
-                             mpi_type(tensor.dtype()), MPI_SUM, comm_, &request),
+                             mpi_type(tensor.dtype()), MPI_SUM, comm(), &request),
               "MPI_Iallreduce");
-    return std::make_unique<MpiWork>(request, tensor, op, size_);
+    return std::make_unique<MpiWork>(channel_, call, request, tensor, op, timeout());
   }
 
   void broadcast(const Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast");
-    check_same_call(Collective::Broadcast, tensor, root);
-    check_root(root, size_, "broadcast");
+    const CollectiveCall call = check_same_call(Collective::Broadcast, tensor, root);
+    check_root(root, size(), "broadcast");
     in_place_on_contiguous(tensor, [&](const Tensor& buffer) {
-      check_mpi(MPI_Bcast(buffer.raw_data(), mpi_count(buffer, "broadcast"), mpi_type(buffer.dtype()), root, comm_),
-                "MPI_Bcast");
+      MPI_Request request;
+      check_mpi(MPI_Ibcast(buffer.raw_data(), mpi_count(buffer, "broadcast"), mpi_type(buffer.dtype()), root, comm(),
+                           &request),
+                "MPI_Ibcast");
+      channel_->wait(request, call, timeout(), {buffer});
     });
   }
 
   Tensor allgather(const Tensor& tensor) override {
     check_tensor(tensor, "allgather");
-    check_same_call(Collective::Allgather, tensor, 0);
+    const CollectiveCall call = check_same_call(Collective::Allgather, tensor, 0);
     const Tensor mine = tensor.contiguous();
     Shape shape = tensor.shape();
-    shape.insert(shape.begin(), size_);
+    shape.insert(shape.begin(), size());
     Tensor all = empty(shape, TensorOptions(tensor.dtype()));
     const int count = mpi_count(mine, "allgather");
-    check_mpi(MPI_Allgather(mine.raw_data(), count, mpi_type(mine.dtype()), all.raw_data(), count,
-                            mpi_type(mine.dtype()), comm_),
-              "MPI_Allgather");
+    MPI_Request request;
+    check_mpi(MPI_Iallgather(mine.raw_data(), count, mpi_type(mine.dtype()), all.raw_data(), count,
+                             mpi_type(mine.dtype()), comm(), &request),
+              "MPI_Iallgather");
+    // Both buffers stay alive if it is abandoned: MPI may still read one and write the other.
+    channel_->wait(request, call, timeout(), {mine, all});
     return all;
   }
 
-  void barrier() override { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
-
- private:
-  void check_same_call(Collective collective, const Tensor& tensor, int root) {
-    check_same_call_on_all_ranks(collective, tensor, root, size_, [this](const std::vector<int64_t>& words) {
-      std::vector<int64_t> all(words.size() * static_cast<size_t>(size_));
-      check_mpi(MPI_Allgather(words.data(), static_cast<int>(words.size()), MPI_INT64_T, all.data(),
-                              static_cast<int>(words.size()), MPI_INT64_T, comm_),
-                "MPI_Allgather");
-      return all;
-    });
+  void barrier() override {
+    const CollectiveCall call = channel_->begin("barrier");
+    MPI_Request request;
+    check_mpi(MPI_Ibarrier(comm(), &request), "MPI_Ibarrier");
+    channel_->wait(request, call, timeout(), {});
   }
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0;
-  int size_ = 1;
+ private:
+  MPI_Comm comm() const { return channel_->comm(); }
+
+  // Numbers the collective, then the header exchange (Note [Process groups]), itself bounded by
+  // the timeout: a rank that never arrives is found here, before any data moves.
+  CollectiveCall check_same_call(Collective collective, const Tensor& tensor, int root) {
+    const CollectiveCall call = channel_->begin(collective_name(collective));
+    check_same_call_on_all_ranks(collective, tensor, root, size(), [&](const std::vector<int64_t>& words) {
+      // Tensors, not vectors: an abandoned exchange keeps its buffers alive.
+      const auto count = static_cast<int64_t>(words.size());
+      Tensor mine = empty({count}, TensorOptions(kInt64)), all = empty({size() * count}, TensorOptions(kInt64));
+      std::copy(words.begin(), words.end(), mine.data<int64_t>());
+      MPI_Request request;
+      check_mpi(MPI_Iallgather(mine.raw_data(), static_cast<int>(count), MPI_INT64_T, all.raw_data(),
+                               static_cast<int>(count), MPI_INT64_T, comm(), &request),
+                "MPI_Iallgather");
+      channel_->wait(request, call, timeout(), {mine, all});
+      return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + all.numel());
+    });
+    return call;
+  }
+
+  std::shared_ptr<MpiChannel> channel_ = std::make_shared<MpiChannel>();
 };
 
 }  // namespace

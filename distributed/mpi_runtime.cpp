@@ -1,7 +1,11 @@
 #include "distributed/mpi_runtime.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
+#include <cstring>
 #include <string>
 
 #include "core/check.h"
@@ -9,6 +13,31 @@
 namespace ember::distributed {
 
 namespace {
+
+bool abort_at_exit = false;
+
+// The text a SIGTERM prints: written outside the handler, read inside it only while `ready`.
+char report[1024];
+size_t report_length = 0;
+volatile std::sig_atomic_t ready = 0;
+
+void on_terminate(int signal) {
+  if (ready) {
+    const ssize_t written = write(STDERR_FILENO, report, report_length);
+    (void)written;  // nothing to do about a failed write in a handler that is about to die
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void install_termination_report() {
+  struct sigaction current {};
+  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction action {};
+  action.sa_handler = on_terminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
 
 // The static in ensure_mpi is destroyed when the program exits, which finalises MPI.
 struct MpiRuntime {
@@ -20,9 +49,12 @@ struct MpiRuntime {
     int provided = 0;
     check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     initialised_here = true;
+    install_termination_report();
   }
   ~MpiRuntime() {
-    if (initialised_here && !mpi_finalised()) MPI_Finalize();
+    if (mpi_finalised()) return;
+    if (abort_at_exit) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (initialised_here) MPI_Finalize();
   }
   MpiRuntime(const MpiRuntime&) = delete;
   MpiRuntime& operator=(const MpiRuntime&) = delete;
@@ -48,6 +80,17 @@ void ensure_mpi(const std::optional<LaunchInfo>& launch) {
               " but the launcher set ", launch->variables, " to ", launch->rank, " of ", launch->size,
               ": was the program started by another MPI's launcher?");
 }
+
+void abort_mpi_at_exit() { abort_at_exit = true; }
+
+void report_if_terminated(const std::string& text) {
+  ready = 0;
+  report_length = std::min(text.size(), sizeof report);
+  std::memcpy(report, text.data(), report_length);
+  ready = 1;
+}
+
+void clear_termination_report() { ready = 0; }
 
 bool mpi_finalised() {
   int finalised = 0;

@@ -17,6 +17,11 @@ const char* backend_name(Backend backend) {
   return "?";
 }
 
+void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
+  EMBER_CHECK(timeout.count() > 0, "[ProcessGroup] the timeout must be > 0 ms; got ", timeout.count(), " ms");
+  timeout_ = timeout;
+}
+
 namespace {
 
 // The variable's value as a number >= minimum; none when it is not set.
@@ -56,11 +61,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
               "[init_process_group] this process was not started by a launcher (neither OMPI_COMM_WORLD_RANK/SIZE "
               "nor PMI_RANK/SIZE is set): run it as `mpirun -np <processes> <program> ...`, or set "
               "require_launcher = false to run it as a group of one process");
+  std::shared_ptr<ProcessGroup> group;
   switch (options.backend) {
-    case Backend::MPI: return make_mpi_process_group(launch);
-    case Backend::NCCL: return make_nccl_process_group(launch);
+    case Backend::MPI: group = make_mpi_process_group(launch); break;
+    case Backend::NCCL: group = make_nccl_process_group(launch); break;
   }
-  EMBER_FAIL("[init_process_group] unknown backend");
+  EMBER_CHECK(group, "[init_process_group] unknown backend");
+  group->set_timeout(options.timeout);
+  return group;
 }
 
 }  // namespace ember::distributed

@@ -16,6 +16,10 @@
 // The backend is a subclass: MpiProcessGroup (CPU tensors, Open MPI) is built when MPI is found
 // (EMBER_MPI), NcclProcessGroup (CUDA tensors, one device per rank; Note [NCCL collectives]) when
 // the CUDA backend is built and NCCL is found as well (EMBER_NCCL).
+// Every MPI collective, and DDP's wait for its buckets, gives up after the group's timeout with
+// an Error naming the collective and the ranks that did not arrive (Note [Collective timeouts]
+// in distributed/mpi_channel.h); the NCCL backend's collectives run on the GPU and are not bounded.
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +29,10 @@
 namespace ember::distributed {
 
 enum class ReduceOp { Sum, Avg };
+
+// How long a collective waits for the other ranks before it fails: long enough for a rank that
+// evaluates or saves a checkpoint while the others wait in their next reduction.
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 enum class Backend { MPI, NCCL };
 
 const char* backend_name(Backend backend);
@@ -64,6 +72,13 @@ class ProcessGroup {
   // Returns the ranks' tensors stacked: shape [size, *tensor.shape()], rank r's at index r.
   virtual Tensor allgather(const Tensor& tensor) = 0;
   virtual void barrier() = 0;
+
+  // How long each collective (and each Work::wait) waits for the other ranks; > 0.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds timeout);
+
+ private:
+  std::chrono::milliseconds timeout_ = kDefaultTimeout;
 };
 
 // Rank and size as the launcher set them in the environment: Open MPI's mpirun sets
@@ -86,6 +101,7 @@ struct InitOptions {
   // this is false: then it runs as a group of one process (rank 0, size 1), which exercises the
   // same code path without mpirun (tests, or a distributed program run on one process).
   bool require_launcher = true;
+  std::chrono::milliseconds timeout = kDefaultTimeout;  // ProcessGroup::set_timeout
 };
 
 // The group of all processes the launcher started. MPI is initialised on the first call and

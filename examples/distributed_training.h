@@ -7,6 +7,8 @@
 // DistributedSampler in fashion_mnist_loaders) at --batch-size per rank, so the global batch is
 // world_size times that; DistributedDataParallel averages the gradients; rank 0 alone prints,
 // evaluates and saves (fit). Without the flag the program runs as before, in one process.
+// The ranks first compare their flags (Note [Ranks that must agree] in distributed/agreement.h)
+// and refuse to start unless they train with the same ones.
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -22,8 +24,10 @@ class DistributedTraining {
  public:
   // With `enabled`, joins the launcher's process group (NCCL when config.device is a GPU, then
   // set to this rank's GPU; MPI otherwise) and sets config.rank and world_size (an Error when
-  // the program was not started by mpirun); otherwise a single process.
-  DistributedTraining(bool enabled, TrainConfig& config);
+  // the program was not started by mpirun); otherwise a single process. Then checks that every
+  // rank parsed the same values into `app`'s flags, except those that say where a process reads
+  // and writes and how many threads it uses: an Error on every rank naming the first that differs.
+  DistributedTraining(bool enabled, TrainConfig& config, const CLI::App& app);
   ~DistributedTraining();
   DistributedTraining(const DistributedTraining&) = delete;
   DistributedTraining& operator=(const DistributedTraining&) = delete;

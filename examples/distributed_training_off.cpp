@@ -11,7 +11,7 @@ void add_distributed_flag(CLI::App& app, bool& distributed) {
 
 struct DistributedTraining::State {};
 
-DistributedTraining::DistributedTraining(bool enabled, TrainConfig&) {
+DistributedTraining::DistributedTraining(bool enabled, TrainConfig&, const CLI::App&) {
   EMBER_CHECK(!enabled, "[--distributed] this build of ember has no MPI (configure with EMBER_MPI=ON after "
               "installing libopenmpi-dev)");
 }

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", momentum, "SGD momentum")->check(examples::kNonNegative)->capture_default_str();
   app.add_option("--dropout", dropout, "dropout probability after each hidden layer")->capture_default_str();
   return examples::run_main(app, argc, argv, "train_mlp", [&] {
-    examples::DistributedTraining ranks(distributed, config);
+    examples::DistributedTraining ranks(distributed, config, app);
     const Device device = examples::setup(config);
     examples::Loaders data = examples::fashion_mnist_loaders(config, /*augment=*/false);
     examples::MLP model(dropout);

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint", checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
   return examples::run_main(app, argc, argv, "train_resnet", [&] {
     const examples::CheckpointMode mode = examples::parse_checkpoint_mode(checkpoint, "train_resnet");
-    examples::DistributedTraining ranks(distributed, config);
+    examples::DistributedTraining ranks(distributed, config, app);
     const Device device = examples::setup(config);
     examples::Loaders data = examples::fashion_mnist_loaders(config, augment);
     examples::ResNet20 model;

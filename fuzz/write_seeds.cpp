@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "core/ops.h"
+#include "fuzz/training_state.h"
 #include "serialize/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -57,6 +59,38 @@ void safetensors_seeds(const fs::path& scratch) {
   ember::nn::save_safetensors({{"empty", ember::empty({0, 4}, ember::kUInt8)}}, file.string());
   write_with_broken("safetensors", "empty_tensor.safetensors", read(file));
   write("safetensors", "huge_header_size.safetensors", std::string(8, '\xff') + "{}");
+  // The 16-bit floats, with a NaN, an infinity and a subnormal among their values.
+  const ember::Tensor values = ember::tensor({1.5, -0.0, std::nan(""), INFINITY, 1e-6, 3e38});
+  ember::nn::save_safetensors({{"bf16", values.to(ember::kBFloat16)}, {"f16", values.to(ember::kFloat16)}},
+                              file.string());
+  write_with_broken("safetensors", "sixteen_bit.safetensors", read(file));
+  // As another writer writes them, without checksums: bf16 [1.0], f16 [1.0, -2.0], little-endian.
+  const std::string header =
+      R"({"b":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},"h":{"dtype":"F16","shape":[2],"data_offsets":[2,6]}})";
+  std::string length(8, '\0');
+  for (size_t i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  write_with_broken("safetensors", "foreign_sixteen_bit.safetensors",
+                    length + header + std::string("\x80\x3f\x00\x3c\x00\xc0", 6));
+}
+
+// A checkpoint of fuzz/training_state.h's run after one step, so every part has state: momentum
+// buffers, a scheduler step, the scaler's growth tracker.
+void training_checkpoint_seeds(const fs::path& scratch) {
+  ember::fuzz::TrainingRun training;
+  ember::Tensor x = ember::ones({4, 3});
+  training.scaler.scale(training.model(x).sum()).backward();
+  training.scaler.step(training.optimizer);
+  training.scaler.update();
+  training.scheduler.step();
+  ember::examples::TrainingProgress progress;
+  progress.epochs = 1;
+  progress.steps = 1;
+  progress.images = 4;
+  progress.test_loss = 0.5;
+  progress.csv_rows = "1,0.5,0.5\n";
+  const fs::path file = scratch / "seed.safetensors";
+  ember::examples::save_training_checkpoint(file.string(), training.state(), progress, training.run);
+  write_with_broken("training_checkpoint", "after_one_step.safetensors", read(file));
 }
 
 std::string gzip(const std::string& bytes) {
@@ -135,6 +169,7 @@ int main(int argc, char** argv) {
   idx_seeds();
   image_seeds();
   wordpiece_seeds();
+  training_checkpoint_seeds(scratch);
   fs::remove_all(scratch);
   return 0;
 }

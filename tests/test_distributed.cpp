@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "distributed/agreement.h"
 #include "distributed/distributed.h"
 #include "distributed_helpers.h"
 #include "test_helpers.h"
@@ -116,6 +117,28 @@ TEST(ProcessGroup, RejectsWhatItCannotReduce) {
   expect_error([&] { group->broadcast(tensor({1.0f}), 1); }, "[broadcast] root 1 is not a rank of this group of 1");
   expect_error([&] { group->allreduce(Tensor()); }, "[allreduce] got an undefined tensor");
   expect_error([&] { group->allreduce_async(ones({2, 3}).t()); }, "[allreduce_async] the tensor must be contiguous");
+}
+
+TEST(ProcessGroup, TheTimeoutIsSettableAndPositive) {
+  auto group = single_process_group();
+  EXPECT_EQ(group->timeout(), kDefaultTimeout);
+  group->set_timeout(std::chrono::seconds(3));
+  EXPECT_EQ(group->timeout(), std::chrono::milliseconds(3000));
+  expect_error([&] { group->set_timeout(std::chrono::milliseconds(0)); }, "[ProcessGroup] the timeout must be > 0 ms");
+  expect_error([] { without_launcher([] { init_process_group({.require_launcher = false, .timeout = {}}); }); },
+               "the timeout must be > 0 ms; got 0 ms");
+  group->set_timeout(kDefaultTimeout);
+}
+
+// In a group of one there is no one to disagree with; the texts round-trip whatever their bytes.
+TEST(ProcessGroup, AGroupOfOneAgreesWithItself) {
+  auto group = single_process_group();
+  const std::string bytes("a\0b\xff", 4);
+  EXPECT_EQ(allgather_text(*group, bytes), std::vector<std::string>{bytes});
+  EXPECT_EQ(allgather_text(*group, ""), std::vector<std::string>{""});
+  check_ranks_agree(*group, {{"--lr", "0.05"}, {"--seed", "1"}}, "[test]", "");
+  expect_error([&] { check_ranks_agree(*group, {{"--lr", "a\nb"}}, "[test]", ""); },
+               "[check_ranks_agree] setting '--lr' holds a tab or a newline");
 }
 
 TEST(ProcessGroup, ReducesANonContiguousTensorInPlace) {

@@ -4,6 +4,7 @@
 // on every rank whatever they find.
 #include <gtest/gtest.h>
 
+#include "distributed/agreement.h"
 #include "distributed/distributed.h"
 #include "distributed_helpers.h"
 #include "test_helpers.h"
@@ -112,12 +113,48 @@ TEST(DistributedDataParallel, DifferentModelsAreRejectedOnEveryRank) {
   const bool first = world().rank() == 0;
   testutil::SmallNet net(first ? 16 : 8, false);
   expect_error([&] { DistributedDataParallel ddp(net, world_ptr()); },
-               "parameter 'fc1.weight' has 128 float32 elements on rank 0 but 64 float32 on rank 1");
+               "[DistributedDataParallel] parameter 'fc1.weight' is float32 [16, 8] on rank 0 but float32 [8, 8] on "
+               "rank 1; every rank must wrap the same model");
   testutil::SmallNet small(16, false);
   nn::Linear extra(2, 2);
   if (!first) small.register_module("extra", extra);
   expect_error([&] { DistributedDataParallel ddp(small, world_ptr()); },
-               "rank 0's model has 6 parameters that require grad but rank 1's has 8");
+               "the number of parameters that require grad is 6 on rank 0 but 8 on rank 1");
+  // The same shapes under other names: the state dicts would not line up either.
+  struct Renamed : nn::Module {
+    nn::Linear layer{2, 2};
+    explicit Renamed(const char* name) { register_module(name, layer); }
+  };
+  Renamed renamed(first ? "encoder" : "decoder");
+  expect_error([&] { DistributedDataParallel ddp(renamed, world_ptr()); },
+               "the ranks differ: parameter 'encoder.weight' = float32 [2, 2] on rank 0 but parameter "
+               "'decoder.weight' = float32 [2, 2] on rank 1");
+  nn::Linear wide(2, 2), wide64(2, 2);
+  wide64.to(kFloat64);
+  expect_error([&] { DistributedDataParallel ddp(first ? wide : wide64, world_ptr()); },
+               "parameter 'weight' is float32 [2, 2] on rank 0 but float64 [2, 2] on rank 1");
+}
+
+// Note [Ranks that must agree]: every rank throws the same Error, naming the first setting that
+// differs; the group goes on working afterwards.
+TEST(Agreement, TheFirstDifferenceIsNamedOnEveryRank) {
+  ProcessGroup& g = world();
+  const bool first = g.rank() == 0;
+  const std::vector<std::string> texts = allgather_text(g, first ? "short" : std::string(3000, 'x'));
+  ASSERT_EQ(texts.size(), 2u);
+  EXPECT_EQ(texts[0], "short");
+  EXPECT_EQ(texts[1], std::string(3000, 'x'));
+  check_ranks_agree(g, {{"--lr", "0.05"}, {"--seed", "1"}}, "[test]", "advice");
+  expect_error([&] { check_ranks_agree(g, {{"--lr", "0.05"}, {"--seed", first ? "1" : "2"}}, "[test]", "advice"); },
+               "[test] --seed is 1 on rank 0 but 2 on rank 1; advice");
+  expect_error([&] {
+    Settings mine{{"--lr", "0.05"}};
+    if (first) mine.emplace_back("--epochs", "3");
+    check_ranks_agree(g, mine, "[test]", "advice");
+  }, "[test] the ranks differ: --epochs = 3 on rank 0 but nothing on rank 1; advice");
+  Tensor t = ones({2});
+  g.allreduce(t);
+  testutil::expect_near(t, {2, 2});
 }
 
 // Rank 1 uses a branch rank 0 does not: with find_unused_parameters, rank 0 contributes zeros

@@ -1,0 +1,136 @@
+#include "distributed/mpi_channel.h"
+
+#include "core/check.h"
+#include "distributed/agreement.h"
+#include "distributed/mpi_runtime.h"
+
+namespace ember::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How often a waiting rank reads the arrivals, to keep its termination report current; the
+// first look comes after a short wait, so a collective that completes quickly formats nothing.
+constexpr std::chrono::milliseconds kFirstLook{10}, kLookInterval{200};
+
+std::string seconds(std::chrono::milliseconds duration) {
+  return detail::concat(static_cast<double>(duration.count()) / 1000.0, " s");
+}
+
+}  // namespace
+
+MpiChannel::MpiChannel() {
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &arrivals_comm_), "MPI_Comm_dup");
+  for (MPI_Comm c : {comm_, arrivals_comm_}) check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  arrived_.assign(static_cast<size_t>(size_), 0);
+}
+
+MpiChannel::~MpiChannel() {
+  // After a timeout the job ends in MPI_Abort; freeing a communicator with a collective still in
+  // it is not allowed.
+  if (broken() || mpi_finalised()) return;
+  for (Announcement& a : sending_) MPI_Wait(&a.request, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&arrivals_comm_);
+  MPI_Comm_free(&comm_);
+}
+
+CollectiveCall MpiChannel::begin(const char* name) {
+  EMBER_CHECK(!broken(), "[", name, "] this process group can no longer be used: ", broken_);
+  const CollectiveCall call{name, ++sequence_};
+  // The announcements sent for earlier collectives that MPI has finished with are dropped.
+  std::erase_if(sending_, [](Announcement& a) {
+    int done = 0;
+    check_mpi(MPI_Test(&a.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  });
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    Announcement& a = sending_.emplace_back(Announcement{call.sequence, MPI_REQUEST_NULL});
+    check_mpi(MPI_Isend(&a.sequence, 1, MPI_INT64_T, r, 0, arrivals_comm_, &a.request), "MPI_Isend");
+  }
+  read_arrivals();
+  return call;
+}
+
+void MpiChannel::read_arrivals() {
+  for (;;) {
+    int waiting = 0;
+    MPI_Status status;
+    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, 0, arrivals_comm_, &waiting, &status), "MPI_Iprobe");
+    if (!waiting) return;
+    int64_t sequence = 0;
+    check_mpi(MPI_Recv(&sequence, 1, MPI_INT64_T, status.MPI_SOURCE, 0, arrivals_comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+    arrived_[static_cast<size_t>(status.MPI_SOURCE)] = sequence;
+  }
+}
+
+std::vector<int> MpiChannel::missing(int64_t sequence) {
+  read_arrivals();
+  std::vector<int> ranks;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && arrived_[static_cast<size_t>(r)] < sequence) ranks.push_back(r);
+  return ranks;
+}
+
+void MpiChannel::report_waiting(const CollectiveCall& call) {
+  const std::vector<int> ranks = missing(call.sequence);
+  report_if_terminated(detail::concat("[distributed] rank ", rank_, " was terminated while waiting in ", call.name,
+                                      " #", call.sequence, ranks.empty() ? std::string(" (every rank had reached it)")
+                                                                         : " for " + rank_list(ranks),
+                                      ": was that rank lost?\n"));
+}
+
+bool MpiChannel::wait_quietly(MPI_Request& request, const CollectiveCall& call, std::chrono::milliseconds timeout,
+                              const std::vector<Tensor>& buffers) {
+  const Clock::time_point start = Clock::now(), deadline = start + timeout;
+  Clock::time_point next_look = start + kFirstLook;
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) break;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      clear_termination_report();
+      abandon(call, timeout, buffers);
+      return false;
+    }
+    if (now >= next_look) {
+      report_waiting(call);
+      next_look = now + kLookInterval;
+    }
+  }
+  clear_termination_report();
+  return true;
+}
+
+void MpiChannel::wait(MPI_Request& request, const CollectiveCall& call, std::chrono::milliseconds timeout,
+                      const std::vector<Tensor>& buffers) {
+  if (!wait_quietly(request, call, timeout, buffers)) EMBER_FAIL(broken_);
+}
+
+void MpiChannel::abandon(const CollectiveCall& call, std::chrono::milliseconds timeout,
+                         const std::vector<Tensor>& buffers) {
+  const std::vector<int> ranks = missing(call.sequence);
+  std::string who;
+  for (int r : ranks)
+    who += detail::concat(who.empty() ? "" : ", ", r, arrived_[static_cast<size_t>(r)] == 0
+                                                          ? std::string(" (it reached none)")
+                                                          : detail::concat(" (the last it reached was #",
+                                                                           arrived_[static_cast<size_t>(r)], ")"));
+  broken_ = detail::concat(
+      "[", call.name, "] collective #", call.sequence, " of this process group timed out after ", seconds(timeout),
+      " on rank ", rank_, ": ",
+      ranks.empty() ? std::string("every rank reached it, but it did not complete (a rank stalled inside it, or the "
+                                  "ranks started different non-blocking collectives)")
+                    : detail::concat(ranks.size() == 1 ? "rank " : "ranks ", who,
+                                     " did not arrive (stopped, crashed, or ran fewer steps or other collectives)"),
+      "; the MPI job is aborted when this process exits");
+  abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
+  abort_mpi_at_exit();
+}
+
+}  // namespace ember::distributed
