@@ -49,7 +49,7 @@ std::vector<std::string> allgather_text(ProcessGroup& group, const std::string& 
   int64_t longest = 0;
   for (int r = 0; r < group.size(); ++r) longest = std::max(longest, lengths.data<int64_t>()[r]);
   Tensor mine = zeros({longest}, TensorOptions(kUInt8));
-  std::memcpy(mine.raw_data(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(mine.raw_data(), text.data(), text.size());  // an empty tensor has no data
   const Tensor all = group.allgather(mine.to(group.device())).to(kCPU).contiguous();
   std::vector<std::string> texts;
   for (int r = 0; r < group.size(); ++r) {

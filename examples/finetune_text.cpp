@@ -167,8 +167,12 @@ std::shared_ptr<data::TensorDataset> embeddings_of(examples::BertClassifier& mod
 // step slower.
 double linear_probe(examples::BertClassifier& model, data::DataLoader& train, data::DataLoader& test,
                     const examples::TrainConfig& config, const Settings& s, Device device) {
+  // Reading the training set once advances its loader to the next epoch's order; fine-tuning
+  // must start from the epoch it would have without the probe (and that --export writes).
+  const int64_t train_epoch = train.epoch();
   auto train_features = embeddings_of(model, train, device, config.amp);
   auto test_features = embeddings_of(model, test, device, config.amp);
+  train.set_epoch(train_epoch);
   nn::Linear head(model.bert.config.hidden, model.classifier.weight.size(0));
   head.to(device);
   data::DataLoader batches(train_features,
