@@ -24,7 +24,6 @@ model, as examples/bert.cpp builds it (Note [A BERT encoder] in examples/bert.h)
 BERT encoder, mean pooling over the attention mask and a Linear head; each batch is first cut to
 its longest text. Parameter names match ember's state dict, so the weights load strictly.
 """
-import argparse
 import csv
 import json
 import os
@@ -38,26 +37,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
-from compare_torch import import_torch  # noqa: E402
+from compare_torch import import_torch, parse_training_comparison_args  # noqa: E402
 
 DEFAULT_FINETUNE = "build/release/examples/finetune_text"
 DEFAULT_FLAGS = ["--train-limit", "1600", "--epochs", "1"]
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("finetune_text", nargs="?", default=DEFAULT_FINETUNE,
-                        help=f"finetune_text binary (default {DEFAULT_FINETUNE})")
-    parser.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="ember-then-PyTorch rounds (default 3)")
-    parser.add_argument("--json", metavar="OUT", help="also save the figures as JSON")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    args.flags = argv[split + 1:] or DEFAULT_FLAGS
-    if args.threads < 1 or args.rounds < 1:
-        parser.error("--threads and --rounds must be positive")
-    return args
 
 
 def run_ember(binary, threads, flags, work_dir, export):
@@ -245,7 +228,7 @@ def run_torch(torch, export_dir, threads):
 
 
 def main():
-    args = parse_args()
+    args = parse_training_comparison_args(__doc__, "finetune_text", DEFAULT_FINETUNE, DEFAULT_FLAGS)
     torch = import_torch()
     if not os.access(args.finetune_text, os.X_OK):
         sys.exit(f"compare_finetune.py: {args.finetune_text} is not an executable; build finetune_text first or "

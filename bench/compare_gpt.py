@@ -24,7 +24,6 @@ h + mlp(ln2(h)); causal multi-head attention with a fused qkv projection and dro
 output projection; MLP d -> 4d, exact GELU, 4d -> d, dropout), a final LayerNorm and an untied
 head without bias. Parameter names match ember's state dict, so the weights load strictly.
 """
-import argparse
 import json
 import math
 import os
@@ -39,25 +38,9 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
-from compare_torch import import_torch  # noqa: E402
+from compare_torch import import_torch, parse_training_comparison_args  # noqa: E402
 
 DEFAULT_TRAIN_GPT = "build/release/examples/train_gpt"
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("train_gpt", nargs="?", default=DEFAULT_TRAIN_GPT,
-                        help=f"train_gpt binary (default {DEFAULT_TRAIN_GPT})")
-    parser.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="ember-then-PyTorch rounds (default 3)")
-    parser.add_argument("--json", metavar="OUT", help="also save the figures as JSON")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    args.flags = argv[split + 1:]  # for train_gpt
-    if args.threads < 1 or args.rounds < 1:
-        parser.error("--threads and --rounds must be positive")
-    return args
 
 
 def run_ember(train_gpt, threads, flags, export_dir):
@@ -182,7 +165,7 @@ def run_torch(torch, export_dir, threads):
 
 
 def main():
-    args = parse_args()
+    args = parse_training_comparison_args(__doc__, "train_gpt", DEFAULT_TRAIN_GPT)
     torch = import_torch()
     if not os.access(args.train_gpt, os.X_OK):
         sys.exit(f"compare_gpt.py: {args.train_gpt} is not an executable; build train_gpt first or pass its path")

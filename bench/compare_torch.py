@@ -210,6 +210,24 @@ def print_errors(rows):
                 print(f"{r['case']}: {side.split('_')[0]}: {r[side]}")
 
 
+def parse_training_comparison_args(doc, program, default_binary, default_flags=()):
+    """The command line of the scripts that run an example program against PyTorch in rounds
+    (compare_gpt.py, compare_finetune.py): PROGRAM [--threads N] [--rounds R] [--json OUT] [-- FLAGS...],
+    the flags after -- going to the program (default_flags when there are none)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument(program, nargs="?", default=default_binary, help=f"{program} binary (default {default_binary})")
+    parser.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="ember-then-PyTorch rounds (default 3)")
+    parser.add_argument("--json", metavar="OUT", help="also save the figures as JSON")
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    args.flags = argv[split + 1:] or list(default_flags)
+    if args.threads < 1 or args.rounds < 1:
+        parser.error("--threads and --rounds must be positive")
+    return args
+
+
 def parse_comparison_args(doc, binary, default_bench, min_time, warmup):
     """The command line every ember-vs-PyTorch comparison script takes."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
