@@ -25,7 +25,6 @@ BERT encoder, mean pooling over the attention mask and a Linear head; each batch
 its longest text. Parameter names match ember's state dict, so the weights load strictly.
 """
 import csv
-import json
 import os
 import re
 import statistics
@@ -37,7 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
-from compare_torch import import_torch, parse_training_comparison_args  # noqa: E402
+from compare_torch import import_torch, parse_training_comparison_args, save_rounds_json  # noqa: E402
 
 DEFAULT_FINETUNE = "build/release/examples/finetune_text"
 DEFAULT_FLAGS = ["--train-limit", "1600", "--epochs", "1"]
@@ -261,9 +260,7 @@ def main():
           f"{median('ember', 'test_acc') - median('torch', 'test_acc'):+.4f}; speed ember / PyTorch: "
           f"{median('ember', 'tokens_per_s') / median('torch', 'tokens_per_s'):.2f}x")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"flags": args.flags, "threads": args.threads, "torch": torch.__version__,
-                       "load_before": load_before, "rounds": rounds}, f, indent=2)
+        save_rounds_json(args.json, args, torch, load_before, rounds)
     return 0
 
 

@@ -24,7 +24,6 @@ h + mlp(ln2(h)); causal multi-head attention with a fused qkv projection and dro
 output projection; MLP d -> 4d, exact GELU, 4d -> d, dropout), a final LayerNorm and an untied
 head without bias. Parameter names match ember's state dict, so the weights load strictly.
 """
-import json
 import math
 import os
 import re
@@ -38,7 +37,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
-from compare_torch import import_torch, parse_training_comparison_args  # noqa: E402
+from compare_torch import import_torch, parse_training_comparison_args, save_rounds_json  # noqa: E402
 
 DEFAULT_TRAIN_GPT = "build/release/examples/train_gpt"
 
@@ -195,9 +194,7 @@ def main():
     print(f"val loss difference ember - PyTorch: {ember_loss - torch_loss:+.4f}; "
           f"speed ember / PyTorch: {ember_tps / torch_tps:.2f}x")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"flags": args.flags, "threads": args.threads, "torch": torch.__version__,
-                       "load_before": load_before, "rounds": rounds}, f, indent=2)
+        save_rounds_json(args.json, args, torch, load_before, rounds)
     return 0
 
 

@@ -228,6 +228,13 @@ def parse_training_comparison_args(doc, program, default_binary, default_flags=(
     return args
 
 
+def save_rounds_json(path, args, torch, load_before, rounds):
+    """The figures of a compare_gpt.py / compare_finetune.py run, for --json."""
+    with open(path, "w") as f:
+        json.dump({"flags": args.flags, "threads": args.threads, "torch": torch.__version__,
+                   "load_before": load_before, "rounds": rounds}, f, indent=2)
+
+
 def parse_comparison_args(doc, binary, default_bench, min_time, warmup):
     """The command line every ember-vs-PyTorch comparison script takes."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
