@@ -139,9 +139,12 @@ Tensor BertModel::forward(const Tensor& ids, const Tensor& token_type_ids, const
   EMBER_CHECK(!token_type_ids.defined() || token_type_ids.shape() == ids.shape(), "[BertModel] the token types ",
               shape_of(token_type_ids), " must have the ids' shape ", shape_of(ids));
   const Tensor types = token_type_ids.defined() ? token_type_ids : zeros_like(ids);
+  return encoder(embeddings(ids, types), key_mask(attention_mask));
+}
+
+Tensor BertModel::key_mask(const Tensor& attention_mask) {
   // [N, T] -> uint8 [N, 1, 1, T]: broadcast over the heads and the queries.
-  const Tensor key_mask = (attention_mask != 0).to(kUInt8).unsqueeze(1).unsqueeze(1);
-  return encoder(embeddings(ids, types), key_mask);
+  return (attention_mask != 0).to(kUInt8).unsqueeze(1).unsqueeze(1);
 }
 
 Tensor mean_pool(const Tensor& h, const Tensor& attention_mask) {
@@ -157,17 +160,51 @@ BertClassifier::BertClassifier(const BertConfig& c, int64_t classes)
   init_linear(classifier);
 }
 
-Tensor BertClassifier::embed(const Tensor& x) {
+std::pair<Tensor, Tensor> BertClassifier::split_batch(const Tensor& x) {
   EMBER_CHECK(x.defined() && x.dim() == 3 && x.size(1) == 2, "[BertClassifier] expected token ids and attention mask "
               "stacked as [N, 2, T], got shape ", shape_of(x));
   // Cut to the batch's longest text: the rest is padding on every row.
   const auto longest = static_cast<int64_t>(max(x.select(1, 1).sum({1})).item());
   EMBER_CHECK(longest > 0, "[BertClassifier] every attention mask of the batch is all 0");
-  const Tensor ids = x.select(1, 0).narrow(1, 0, longest), mask = x.select(1, 1).narrow(1, 0, longest);
+  return {x.select(1, 0).narrow(1, 0, longest), x.select(1, 1).narrow(1, 0, longest)};
+}
+
+Tensor BertClassifier::embed(const Tensor& x) {
+  const auto [ids, mask] = split_batch(x);
   return mean_pool(bert(ids, Tensor(), mask), mask);
 }
 
-Tensor BertClassifier::forward(const Tensor& x) { return classifier(dropout(embed(x))); }
+Tensor BertClassifier::classify(const Tensor& h, const Tensor& attention_mask) {
+  return classifier(dropout(mean_pool(h, attention_mask)));
+}
+
+Tensor BertClassifier::forward(const Tensor& x) {
+  const auto [ids, mask] = split_batch(x);
+  return classify(bert(ids, Tensor(), mask), mask);
+}
+
+StackedModel stacked(BertClassifier& model) {
+  // What the stem saw of the batch, for the layers and the head (and a checkpoint's recompute,
+  // which runs before the next batch's stem).
+  struct Masks {
+    Tensor attention, keys;
+  };
+  auto masks = std::make_shared<Masks>();
+  nn::ModuleList& layers = model.bert.encoder.layer;
+  std::vector<utils::LayerChain::Link> links;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    BertLayer& layer = layers.at<BertLayer>(i);
+    links.push_back({"encoder.layer." + std::to_string(i), [&layer, masks](const Tensor& h) { return layer(h, masks->keys); }});
+  }
+  return {model, layers,
+          [&model, masks](const Tensor& x) {
+            const auto [ids, mask] = BertClassifier::split_batch(x);
+            *masks = {mask, BertModel::key_mask(mask)};
+            return model.bert.embeddings(ids, zeros_like(ids));
+          },
+          [&model, masks](const Tensor& h) { return model.classify(h, masks->attention); },
+          utils::LayerChain(std::move(links), layers.parameters())};
+}
 
 void load_pretrained_bert(BertModel& model, const std::string& path) {
   const nn::LoadResult result = model.load_state_dict(nn::load_safetensors(path), /*strict=*/false);

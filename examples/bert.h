@@ -4,8 +4,10 @@
 // Hugging Face BertModel's, so that a model.safetensors written for it loads by name.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "examples/checkpoint_mode.h"
 #include "nn/nn.h"
 
 namespace ember::examples {
@@ -108,6 +110,8 @@ struct BertModel : nn::MultiInputModule<BertModel> {
   explicit BertModel(const BertConfig& config);
   // ids, token_type_ids (undefined: all 0) and attention_mask int64 [N, T] -> [N, T, hidden]
   Tensor forward(const Tensor& ids, const Tensor& token_type_ids, const Tensor& attention_mask);
+  // The layers' mask, uint8 [N, 1, 1, T] (1: a key to attend to), of attention_mask [N, T].
+  static Tensor key_mask(const Tensor& attention_mask);
 
   const BertConfig config;
   BertEmbeddings embeddings;
@@ -130,6 +134,11 @@ struct BertClassifier : nn::Module {
   Tensor forward(const Tensor& ids_and_mask) override;  // [N, 2, T] -> scores [N, classes]
   // The pooled sentence embeddings [N, hidden] of ids_and_mask [N, 2, T].
   Tensor embed(const Tensor& ids_and_mask);
+  // The token ids and the attention mask of ids_and_mask [N, 2, T], both [N, T'], cut to the
+  // batch's longest text.
+  static std::pair<Tensor, Tensor> split_batch(const Tensor& ids_and_mask);
+  // The scores [N, classes] of the encoder's output h [N, T', hidden].
+  Tensor classify(const Tensor& h, const Tensor& attention_mask);
 
   BertModel bert;
   nn::Dropout dropout;
@@ -142,6 +151,12 @@ Tensor mean_pool(const Tensor& h, const Tensor& attention_mask);
 // Switches every layer of the encoder but the last to activation checkpointing (Note
 // [Checkpointing BERT's layers] in bert.cpp); returns how many. utils::uncheckpoint_modules undoes it.
 int checkpoint_bert_layers(BertModel& model);
+
+// The classifier as examples::checkpointed_forward runs it (examples/checkpoint_mode.h): the
+// embeddings as the stem, the encoder's layers as the blocks, and pooling and the classifier as
+// the head. The layers run as a chain whose links read the key mask of the batch the stem saw
+// last (Note [Chains of layers] in utils/layer_chain.h), so --checkpoint budget=MB plans them.
+StackedModel stacked(BertClassifier& model);
 
 // Loads a Hugging Face BertModel checkpoint (model.safetensors) into `model`. Every parameter of
 // the model must be in the file, with its shape; of the file's other entries only the pooler's

@@ -4,7 +4,9 @@
 // the optimizer's state, the batch). The planner bounds only what the blocks add above their input
 // (Note [Checkpoint planning]); the rest of the step is the outside part X: the stem's saved
 // tensors and output, the head's activations, the logits (fit holds them through backward), the
-// loss's tensors, the head's and the stem's parameter gradients. The blocks are planned with
+// loss's tensors, the head's and the stem's parameter gradients. The blocks are planned
+// (utils::plan_selective: the segments, and the outputs each checkpointed one keeps, whose bytes
+// its prediction counts: Note [Planning per-op saves]) with
 //     budget - O,   O = P - B_last,
 // where P is the measured peak of one plain step of the whole model on the sample batch (targets
 // of class 0: the loss's bytes depend on shapes only) and B_last is the blocks' profile's peak
@@ -34,6 +36,7 @@
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "utils/checkpoint_sequential.h"
+#include "utils/op_planner.h"
 #include "utils/planner.h"
 #include "utils/untraced_step.h"
 
@@ -94,7 +97,7 @@ int64_t StepBudget::smallest() const { return outside + utils::min_feasible_budg
 StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample) {
   StepBudget b;
   b.plain_step_peak = plain_step_peak(parts.model, sample);
-  b.blocks = utils::profile_layers(parts.blocks, blocks_input(parts, sample));
+  b.blocks = utils::profile_layers(parts.block_chain(), blocks_input(parts, sample));
   b.outside = std::max<int64_t>(0, b.plain_step_peak - b.blocks.back().backward_peak);
   return b;
 }
@@ -120,8 +123,8 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
   if (mode.kind == "sqrt") {
     const auto segments =
         std::max<int64_t>(1, std::lround(std::sqrt(static_cast<double>(parts.blocks.size()))));
-    return [parts, segments](const Tensor& x) {
-      return parts.head(utils::checkpoint_sequential(parts.blocks, segments, parts.stem(x)));
+    return [parts, chain = parts.block_chain(), segments](const Tensor& x) {
+      return parts.head(utils::checkpoint_sequential(chain, segments, parts.stem(x)));
     };
   }
   const StepBudget step = profile_step_budget(parts, sample);
@@ -132,14 +135,19 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
               smallest, " bytes): ", memory::format_bytes(step.outside), " for the stem, the head and the loss, ",
               memory::format_bytes(smallest - step.outside), " for the blocks (a plain step takes ",
               memory::format_bytes(step.plain_step_peak), ")");
-  const utils::CheckpointPlan plan = utils::plan_checkpoints(step.blocks, mode.budget_bytes - step.outside);
+  const utils::LayerChain chain = parts.block_chain();
+  const utils::SelectivePlan plan =
+      utils::plan_selective(chain, step.blocks, blocks_input(parts, sample), mode.budget_bytes - step.outside);
+  int64_t blocks_flops = 0;
+  for (const utils::LayerProfile& block : step.blocks) blocks_flops += block.forward_flops;
   std::printf("checkpoint plan for %s: %s (predicted step peak %s: %s for the stem, the head and the loss, %s for "
-              "the blocks; a plain step %s; recompute %.1f ms per step)\n",
+              "the blocks; a plain step %s; recomputes %.1f%% of the blocks' forward work)\n",
               memory::format_bytes(mode.budget_bytes).c_str(), plan.str().c_str(),
               memory::format_bytes(step.outside + plan.predicted_peak_bytes).c_str(),
               memory::format_bytes(step.outside).c_str(), memory::format_bytes(plan.predicted_peak_bytes).c_str(),
-              memory::format_bytes(step.plain_step_peak).c_str(), plan.recompute_ms);
-  return [parts, plan](const Tensor& x) { return parts.head(utils::run_plan(parts.blocks, plan, parts.stem(x))); };
+              memory::format_bytes(step.plain_step_peak).c_str(),
+              100.0 * static_cast<double>(plan.recompute_flops) / static_cast<double>(std::max<int64_t>(blocks_flops, 1)));
+  return [parts, chain, plan](const Tensor& x) { return parts.head(utils::run_plan(chain, plan, parts.stem(x))); };
 }
 
 }  // namespace ember::examples

@@ -5,15 +5,18 @@
 //   blocks     each block but the last checkpointed (utils::checkpoint_modules; Note [The last
 //              block stays plain] in examples/checkpoint_mode.cpp)
 //   sqrt       the blocks in round(sqrt(n)) segments (utils::checkpoint_sequential)
-//   budget=MB  segments chosen by the planner so that a whole training step (forward, loss and
+//   budget=MB  segments, and the ops whose outputs each checkpointed segment keeps, chosen by the
+//              planner (utils::plan_selective) so that a whole training step (forward, loss and
 //              backward, above what was live before it) fits MB (Note [Budgeting a training step])
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "examples/training.h"
 #include "nn/module_list.h"
+#include "utils/layer_chain.h"
 #include "utils/layer_profile.h"
 
 namespace ember::examples {
@@ -31,6 +34,12 @@ struct StackedModel {
   nn::Module& model;
   nn::ModuleList& blocks;
   std::function<Tensor(const Tensor&)> stem, head;
+  // How sqrt and budget run the blocks one after another, for blocks that take more than the
+  // previous one's output (an encoder layer's mask: Note [Chains of layers] in
+  // utils/layer_chain.h); none: the blocks themselves, each called with one tensor.
+  std::optional<utils::LayerChain> chain = std::nullopt;
+
+  utils::LayerChain block_chain() const { return chain ? *chain : utils::LayerChain(blocks); }
 };
 
 // What budget=MB plans with, measured on a sample batch (Note [Budgeting a training step] in

@@ -5,6 +5,7 @@
 //   ./finetune_text                          the linear-probe baseline, then the fine-tuning
 //   ./finetune_text --freeze-encoder         the linear probe alone
 //   ./finetune_text --checkpoint layers      each encoder layer but the last checkpointed
+//   ./finetune_text --checkpoint budget=MB   the planner's choice for a training step of MB
 // The fortunes are split by a hash of their text (Note [Splitting the fortunes] in
 // examples/fortune_collections.h); the training set trains, the validation set is evaluated after
 // every epoch, the test set once at the end. Each text is cut to --max-length WordPiece tokens,
@@ -75,8 +76,9 @@ void add_finetune_flags(CLI::App& app, Settings& s) {
   app.add_option("--warmup-ratio", s.warmup_ratio, "fraction of the steps of linear learning-rate warm-up")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--checkpoint", s.checkpoint, "none, or layers: each encoder layer but the last checkpointed")
-      ->check(CLI::IsMember({"none", "layers"}))
+  app.add_option("--checkpoint", s.checkpoint,
+                 "none; layers: each encoder layer but the last checkpointed; or budget=MB: what to checkpoint "
+                 "planned so that a training step fits MB (examples/checkpoint_mode.h)")
       ->capture_default_str();
   app.add_flag("--freeze-encoder", s.freeze_encoder,
                "train the classification head alone on the pretrained encoder's sentence embeddings (the "
@@ -218,6 +220,11 @@ int main(int argc, char** argv) {
   app.get_option("--train-limit")->description("train on the first N training texts only (0: all)");
   add_finetune_flags(app, s);
   return examples::run_main(app, argc, argv, "finetune_text", [&] {
+    // layers: the encoder's own blocks mode (checkpoint_bert_layers, examples/bert.h).
+    EMBER_CHECK(s.checkpoint == "none" || s.checkpoint == "layers" || s.checkpoint.starts_with("budget="),
+                "[finetune_text] unknown --checkpoint mode '", s.checkpoint, "' (none, layers or budget=MB)");
+    const examples::CheckpointMode mode =
+        examples::parse_checkpoint_mode(s.checkpoint == "layers" ? "blocks" : s.checkpoint, "finetune_text");
     const Device device = examples::setup(config);
     const std::vector<std::string> names = split_commas(s.collections);
     const examples::FortuneSplits splits =
@@ -254,7 +261,7 @@ int main(int argc, char** argv) {
     examples::BertClassifier model(bert, static_cast<int64_t>(names.size()));
     examples::load_pretrained_bert(model.bert, s.model_dir + "/model.safetensors");
     model.to(device);
-    if (s.checkpoint == "layers") examples::checkpoint_bert_layers(model.bert);
+    if (mode.kind == "blocks") examples::checkpoint_bert_layers(model.bert);
     const double majority = majority_accuracy(splits.train.labels, splits.test.labels);
     const double probe = linear_probe(model, train, test, config, s, device);
     std::printf("baselines: majority class %.4f, linear probe %.4f (test accuracy)\n", majority, probe);
@@ -280,9 +287,16 @@ int main(int argc, char** argv) {
     const int64_t total_steps = config.epochs * train.size();
     const auto warmup = static_cast<int64_t>(s.warmup_ratio * static_cast<double>(total_steps));
     std::unique_ptr<optim::LRScheduler> schedule = warmup_linear_decay(optimizer, warmup, total_steps);
-    examples::RunResult r =
-        examples::fit(model, [&model](const Tensor& x) { return model(x); }, optimizer, schedule.get(), train, val,
-                      config, "finetune_text");
+    examples::Forward forward = [&model](const Tensor& x) { return model(x); };
+    if (mode.kind == "budget") {
+      // Planned on a batch of the longest texts: shorter batches hold less under the same plan.
+      // (Token 1 everywhere: drawing random ids would move the generator, and the run would drop
+      // other activations than the plain run does.)
+      Tensor sample = ones({config.batch_size, 2, s.max_length}, TensorOptions(kInt64).with_device(device));
+      const examples::AmpScope autocast(config.amp, device);  // the step is profiled in its dtypes
+      forward = examples::checkpointed_forward(examples::stacked(model), mode, sample);
+    }
+    examples::RunResult r = examples::fit(model, forward, optimizer, schedule.get(), train, val, config, "finetune_text");
     const examples::Evaluation tested = examples::evaluate(model, test, device, config.amp);
     std::printf("test: loss %.4f, accuracy %.4f (linear probe %.4f, majority class %.4f)\n", tested.loss,
                 tested.accuracy, probe, majority);

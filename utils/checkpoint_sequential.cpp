@@ -2,27 +2,16 @@
 
 namespace ember::utils {
 
-namespace {
-// Runs seq[begin, end) in order.
-Tensor run_range(nn::ModuleList& seq, size_t begin, size_t end, const Tensor& x) {
-  Tensor out = x;
-  for (size_t i = begin; i < end; ++i) out = seq[i](out);
-  return out;
-}
-}  // namespace
-
-Tensor checkpoint_sequential(nn::ModuleList& seq, int64_t segments, const Tensor& x, const CheckpointOptions& options) {
-  const auto n = static_cast<int64_t>(seq.size());
+Tensor checkpoint_sequential(const LayerChain& chain, int64_t segments, const Tensor& x,
+                             const CheckpointOptions& options) {
+  const auto n = static_cast<int64_t>(chain.size());
   EMBER_CHECK(segments >= 1 && segments <= std::max<int64_t>(n, 1), "[checkpoint_sequential] segments must be in [1, ",
               n, "] for a Sequential of ", n, " module(s), got ", segments);
   const auto size = static_cast<size_t>(n / segments);
   Tensor out = x;
   size_t begin = 0;
-  for (int64_t s = 0; s + 1 < segments; ++s, begin += size) {
-    out = checkpoint([&seq, begin, size](const Tensor& in) { return run_range(seq, begin, begin + size, in); }, out,
-                     options);
-  }
-  return run_range(seq, begin, seq.size(), out);
+  for (int64_t s = 0; s + 1 < segments; ++s, begin += size) out = checkpoint(chain.segment(begin, begin + size), out, options);
+  return chain.segment(begin, chain.size())(out);
 }
 
 int checkpoint_modules(nn::Module& root, const std::function<bool(nn::Module&)>& which,

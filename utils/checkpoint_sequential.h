@@ -5,16 +5,17 @@
 
 #include "nn/sequential.h"
 #include "utils/checkpoint.h"
+#include "utils/layer_chain.h"
 
 namespace ember::utils {
 
-// Runs seq's modules in order, each on the previous one's output (a Sequential's forward; a
-// ModuleList has none, so this is how its blocks run checkpointed), with PyTorch's segment
-// semantics: the modules are cut into `segments` runs of size
-// size() / segments; every run but the last is checkpointed, the last (with the remainder)
-// runs normally since its activations are needed first in backward anyway. segments = 1 is
-// therefore the plain forward.
-Tensor checkpoint_sequential(nn::ModuleList& seq, int64_t segments, const Tensor& x,
+// Runs the chain's layers in order, each on the previous one's output (a Sequential's forward; a
+// ModuleList has none, so this is how its blocks run checkpointed; any chain of layers, Note
+// [Chains of layers]), with PyTorch's segment semantics: the layers are cut into `segments` runs
+// of size size() / segments; every run but the last is checkpointed, the last (with the
+// remainder) runs normally since its activations are needed first in backward anyway.
+// segments = 1 is therefore the plain forward.
+Tensor checkpoint_sequential(const LayerChain& chain, int64_t segments, const Tensor& x,
                              const CheckpointOptions& options = {});
 
 // Checkpointing as a switch on an existing model: every module (at any depth) for which `which`

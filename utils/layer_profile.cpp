@@ -15,13 +15,12 @@
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
 // loss a model is trained with.
-// The cost of recomputing a module is counted in arithmetic operations from the shapes of the ops
-// it runs (an op observer sees them): 2 M N K for a matmul (and M N more for a bias), 2 per output
-// element and weight element of its output channel for a convolution, one per output element for
-// any other op but a view (which computes nothing). It is a stand-in for time that is the same on
-// every run, so the plan is too.
+// The cost of recomputing a module is counted from the shapes of the ops it runs (an op observer
+// sees them), as a stand-in for time that is the same on every run, so the plan is too. Note
+// [Work of an op] says how.
 #include "utils/layer_profile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -107,24 +106,47 @@ autograd::SavedTensorHooks noting_saves(bool& saved) {
 
 }  // namespace
 
+// Note [Work of an op]
+// What recomputing an op costs is estimated from its tensors' shapes as a roofline: the op takes
+// as long as the longer of its arithmetic and its memory traffic, and both are counted in the
+// same unit, arithmetic operations, a byte moved counting as the kFlopsPerByte operations a core
+// could have done while it streamed:
+//     work = max(arithmetic, kFlopsPerByte * (bytes of the tensor arguments + bytes of the output))
+// with 2 M N K arithmetic for a matmul (M N more with a bias), 2 per output element and weight
+// element of its output channel for a convolution, and one per output element for any other op.
+// A matmul is bound by its arithmetic, an elementwise op, a softmax or a normalisation by its
+// bytes: counted by arithmetic alone, a GELU over a [4096, 512] activation would cost 1/270 of
+// the [4096, 128] x [128, 512] matmul before it, where it takes about a third of its time, and
+// a plan would recompute it for free. kFlopsPerByte is a machine's balance, measured on the
+// project's 2-core CPU (bench_core: float32 matmuls at about 100 GFLOP/s, add, mul and gelu
+// streaming 10 to 18 GB/s): 6. A GPU's balance is higher, which makes the same plans slightly
+// pessimistic about arithmetic there. A view computes and moves nothing: its work is 0.
+namespace {
+constexpr int64_t kFlopsPerByte = 6;
+}  // namespace
+
 int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output) {
   if (output.numel() == 0) return 0;  // (and a convolution without output channels divides by none)
-  for (const Tensor& t : args)
-    if (t.defined() && t.storage() == output.storage()) return 0;  // a view computes nothing
+  int64_t bytes = static_cast<int64_t>(output.nbytes());
+  for (const Tensor& t : args) {
+    if (!t.defined()) continue;
+    if (t.storage() == output.storage()) return 0;  // a view computes nothing
+    bytes += static_cast<int64_t>(t.nbytes());
+  }
   int64_t per_output_element = 1;
   if (op == "matmul") per_output_element = 2 * args.at(0).size(-1) + (args.size() > 2 && args[2].defined());  // + bias
   else if (op == "conv2d") per_output_element = 2 * (args.at(1).numel() / args.at(1).size(0));
-  return per_output_element * output.numel();
+  return std::max(per_output_element * output.numel(), kFlopsPerByte * bytes);
 }
 
-std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample) {
-  EMBER_CHECK(seq.size() > 0, "[profile_layers] the module list is empty");
+std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& sample) {
+  EMBER_CHECK(chain.size() > 0, "[profile_layers] the chain of layers is empty");
   EMBER_CHECK(sample.defined(), "[profile_layers] the sample is an undefined tensor");
-  std::vector<Tensor> leaves = seq.parameters();
+  std::vector<Tensor> leaves = chain.parameters;
   leaves.push_back(sample);
   const UntracedStep no_trace(leaves);
   const Device device = sample.device();
-  const size_t n = seq.size();
+  const size_t n = chain.size();
   const int64_t base = memory::stats(device).live_bytes;
   std::vector<LayerProfile> layers(n);
   BackwardWindows windows{device, base, &layers, n - 1};
@@ -139,11 +161,11 @@ std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& samp
     {
       autograd::OpObserverGuard observe(&work);
       autograd::SavedTensorHooksGuard note_saves(noting_saves(layer.saves));
-      out = seq[i](out);
+      out = chain.links[i].forward(out);
     }
     layer.forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const MemoryStats stats = memory::stats(device);
-    layer.name = seq[i].name();
+    layer.name = chain.links[i].name;
     layer.live_after = stats.live_bytes - base;
     layer.forward_peak = stats.peak_bytes - base;
     layer.output_bytes = static_cast<int64_t>(out.nbytes());

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "nn/sequential.h"
+#include "utils/layer_chain.h"
 
 namespace ember::utils {
 
-// One module of the Sequential. Bytes are live bytes of the sample's device, relative to what was
+// One layer of the chain (a module of a Sequential). Bytes are live bytes of the sample's device, relative to what was
 // live before the step.
 struct LayerProfile {
   std::string name;
@@ -24,16 +24,19 @@ struct LayerProfile {
   double forward_ms = 0;      // measured once; reported, never used to choose a plan
 };
 
-// The arithmetic operations an op did, estimated from its tensors (Note [Profiling a step]): 2 M N K
-// for a matmul (M N more with a bias), 2 per output element and weight element of its output
-// channel for a convolution, none for a view of an argument, one per output element otherwise.
+// The work of an op in arithmetic operations, estimated from its tensors as a roofline (Note [Work
+// of an op] in utils/layer_profile.cpp): its arithmetic (2 M N K for a matmul, M N more with a
+// bias; 2 per output element and weight element of its output channel for a convolution; one per
+// output element otherwise), or, where more, its bytes moved times a machine's flops per byte;
+// none for a view of an argument.
 int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output);
 
-// Runs one training step of seq on `sample` without checkpointing (training mode, grad on) and
-// measures every module. Backward starts from a dense gradient of the output's shape, as any real
+// Runs one training step of the chain (a Sequential, a ModuleList, or links of functions: Note
+// [Chains of layers] in utils/layer_chain.h) on `sample` without checkpointing (training mode, grad
+// on) and measures every layer. Backward starts from a dense gradient of the output's shape, as any real
 // loss sends (the loss's own memory is the caller's). The step leaves no trace: generator states,
 // BatchNorm statistics and every parameter's .grad (and the sample's) are as they were; the
 // device's peak statistic is reset.
-std::vector<LayerProfile> profile_layers(nn::ModuleList& seq, const Tensor& sample);
+std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& sample);
 
 }  // namespace ember::utils

@@ -39,6 +39,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "utils/layer_profile.h"
 #include "utils/planner.h"
 #include "utils/untraced_step.h"
@@ -169,15 +170,15 @@ OpPlan plan_op_saves(const std::vector<OpInfo>& ops, int64_t budget_bytes, const
 
 namespace {
 
-// Every module's input in a step on `sample`, without the graph (but requiring grad where the
+// Every layer's input in a step on `sample`, without the graph (but requiring grad where the
 // step's does, so that a profile records the same ops).
-std::vector<Tensor> module_inputs(nn::ModuleList& seq, const Tensor& sample) {
+std::vector<Tensor> layer_inputs(const LayerChain& chain, const Tensor& sample) {
   const UntracedStep no_trace(std::vector<Tensor>{});
   std::vector<Tensor> inputs;
   Tensor h = sample;
-  for (size_t i = 0; i < seq.size(); ++i) {
+  for (const LayerChain::Link& link : chain.links) {
     inputs.push_back(h);
-    const Tensor out = seq[i](h);
+    const Tensor out = link.forward(h);
     h = out.detach().requires_grad_(out.requires_grad());
   }
   return inputs;
@@ -185,10 +186,19 @@ std::vector<Tensor> module_inputs(nn::ModuleList& seq, const Tensor& sample) {
 
 }  // namespace
 
-SelectivePlan plan_selective(nn::ModuleList& seq, const Tensor& sample, int64_t budget_bytes) {
-  const std::vector<LayerProfile> profile = profile_layers(seq, sample);
+SelectivePlan plan_selective(const LayerChain& chain, const Tensor& sample, int64_t budget_bytes) {
+  return plan_selective(chain, profile_layers(chain, sample), sample, budget_bytes);
+}
+
+SelectivePlan plan_selective(const LayerChain& chain, const std::vector<LayerProfile>& profile, const Tensor& sample,
+                             int64_t budget_bytes) {
+  EMBER_CHECK(profile.size() == chain.size(), "[plan_selective] the profile has ", profile.size(),
+              " layer(s) but the chain has ", chain.size());
   const int64_t smallest = min_feasible_budget(profile);
-  const std::vector<Tensor> inputs = module_inputs(seq, sample);
+  EMBER_CHECK(budget_bytes >= smallest, "[plan_selective] no plan fits a budget of ", memory::format_bytes(budget_bytes),
+              " (", budget_bytes, " bytes); the smallest feasible budget for this model and input is ",
+              memory::format_bytes(smallest), " (", smallest, " bytes)");
+  const std::vector<Tensor> inputs = layer_inputs(chain, sample);
   std::map<std::pair<size_t, size_t>, std::vector<OpInfo>> profiled;  // by segment
   SelectivePlan best;
   // The segment plans from the budget's down to the smallest feasible one, each with the rest of
@@ -204,7 +214,7 @@ SelectivePlan plan_selective(nn::ModuleList& seq, const Tensor& sample, int64_t 
       if (!segment.checkpointed) continue;
       std::vector<OpInfo>& ops = profiled[{segment.begin, segment.end}];
       if (ops.empty()) {
-        const std::function<Tensor(const Tensor&)> forward = segment_forward(seq, segment);
+        const std::function<Tensor(const Tensor&)> forward = segment_forward(chain, segment);
         ops = profile_ops([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0])}; },
                           {inputs[segment.begin]});
       }
@@ -226,10 +236,10 @@ SelectivePlan plan_selective(nn::ModuleList& seq, const Tensor& sample, int64_t 
   return best;
 }
 
-Tensor run_plan(nn::ModuleList& seq, const SelectivePlan& plan, const Tensor& x, CheckpointOptions options) {
+Tensor run_plan(const LayerChain& chain, const SelectivePlan& plan, const Tensor& x, CheckpointOptions options) {
   EMBER_CHECK(plan.ops.size() == plan.segments.segments.size(), "[run_plan] the plan has ", plan.ops.size(),
               " op plans for ", plan.segments.segments.size(), " segments");
-  return run_plan(seq, plan.segments, x, [&](size_t segment) {
+  return run_plan(chain, plan.segments, x, [&](size_t segment) {
     options.policy = planned_policy(plan.ops[segment]);
     return options;
   });

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "nn/module_list.h"
 #include "utils/checkpoint.h"
+#include "utils/layer_chain.h"
+#include "utils/layer_profile.h"
 #include "utils/planner.h"
 
 namespace ember::utils {
@@ -54,9 +55,12 @@ struct SelectivePlan {
   int64_t recompute_flops = 0;       // op by op, over the checkpointed segments: what it minimises
   std::string str() const;           // "[0,4) ckpt, keep 2 matmul: ... | [4,8) plain"
 };
-SelectivePlan plan_selective(nn::ModuleList& seq, const Tensor& sample, int64_t budget_bytes);
-// Runs seq following the plan, each checkpointed segment with its planned policy (in place of
-// options.policy).
-Tensor run_plan(nn::ModuleList& seq, const SelectivePlan& plan, const Tensor& x, CheckpointOptions options = {});
+SelectivePlan plan_selective(const LayerChain& chain, const Tensor& sample, int64_t budget_bytes);
+// The same with the chain's profile on `sample` (profile_layers) already made.
+SelectivePlan plan_selective(const LayerChain& chain, const std::vector<LayerProfile>& profile, const Tensor& sample,
+                             int64_t budget_bytes);
+// Runs the chain following the plan, each checkpointed segment with its planned policy (in place
+// of options.policy).
+Tensor run_plan(const LayerChain& chain, const SelectivePlan& plan, const Tensor& x, CheckpointOptions options = {});
 
 }  // namespace ember::utils

@@ -142,12 +142,8 @@ void check_plan(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) 
 
 }  // namespace
 
-std::function<Tensor(const Tensor&)> segment_forward(nn::ModuleList& seq, CheckpointPlan::Segment segment) {
-  return [&seq, segment](const Tensor& in) {
-    Tensor h = in;
-    for (size_t i = segment.begin; i < segment.end; ++i) h = seq[i](h);
-    return h;
-  };
+std::function<Tensor(const Tensor&)> segment_forward(const LayerChain& chain, CheckpointPlan::Segment segment) {
+  return chain.segment(segment.begin, segment.end);
 }
 
 int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
@@ -204,25 +200,25 @@ std::string CheckpointPlan::str() const {
   return os.str();
 }
 
-Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
-  return run_plan(seq, plan, x, [&options](size_t) { return options; });
+Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tensor& x, const CheckpointOptions& options) {
+  return run_plan(chain, plan, x, [&options](size_t) { return options; });
 }
 
-Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tensor& x,
                 const std::function<CheckpointOptions(size_t segment)>& options_of) {
-  EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == seq.size(), "[run_plan] the plan covers ",
-              plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the module list has ", seq.size());
+  EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == chain.size(), "[run_plan] the plan covers ",
+              plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the chain has ", chain.size());
   Tensor out = x;
   for (size_t i = 0; i < plan.segments.size(); ++i) {
     const CheckpointPlan::Segment s = plan.segments[i];
-    out = s.checkpointed ? checkpoint(segment_forward(seq, s), out, options_of(i)) : segment_forward(seq, s)(out);
+    out = s.checkpointed ? checkpoint(segment_forward(chain, s), out, options_of(i)) : segment_forward(chain, s)(out);
   }
   return out;
 }
 
-Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(const LayerChain& chain, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options) {
-  return run_plan(seq, plan_checkpoints(profile_layers(seq, x), budget.bytes), x, options);
+  return run_plan(chain, plan_checkpoints(profile_layers(chain, x), budget.bytes), x, options);
 }
 
 }  // namespace ember::utils

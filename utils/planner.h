@@ -1,14 +1,15 @@
 #pragma once
-// Memory-budget planner for checkpoint_sequential: profile one plain step of a Sequential, or of
-// any ModuleList run in order (utils/layer_profile.h), then choose which runs of layers to
-// checkpoint so the predicted peak of a step fits a byte budget with the least recompute.
+// Memory-budget planner for checkpoint_sequential: profile one plain step of a Sequential, of
+// any ModuleList run in order, or of any chain of layers (utils/layer_chain.h, utils/layer_profile.h),
+// then choose which runs of layers to checkpoint so the predicted peak of a step fits a byte
+// budget with the least recompute.
 // See Note [Checkpoint planning] in utils/planner.cpp and docs/checkpointing.md.
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "nn/sequential.h"
+#include "utils/layer_chain.h"
 #include "utils/checkpoint.h"
 #include "utils/layer_profile.h"
 
@@ -37,22 +38,22 @@ int64_t min_feasible_budget(const std::vector<LayerProfile>& layers);
 // The peak the model predicts for a given plan.
 int64_t predicted_peak(const std::vector<LayerProfile>& layers, const CheckpointPlan& plan);
 
-// The forward of one segment: its modules of seq in order.
-std::function<Tensor(const Tensor&)> segment_forward(nn::ModuleList& seq, CheckpointPlan::Segment segment);
+// The forward of one segment: its layers of the chain in order.
+std::function<Tensor(const Tensor&)> segment_forward(const LayerChain& chain, CheckpointPlan::Segment segment);
 
-// Runs seq following a plan; with options_of, segment i (of plan.segments) checkpoints with
+// Runs the chain following a plan; with options_of, segment i (of plan.segments) checkpoints with
 // options_of(i).
-Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tensor& x,
                 const CheckpointOptions& options = {});
-Tensor run_plan(nn::ModuleList& seq, const CheckpointPlan& plan, const Tensor& x,
+Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tensor& x,
                 const std::function<CheckpointOptions(size_t segment)>& options_of);
 
 struct MemoryBudget {
   int64_t bytes;
 };
-// Profiles seq on x, plans for the budget and runs the plan (convenient for one call; a
+// Profiles the chain on x, plans for the budget and runs the plan (convenient for one call; a
 // training loop plans once and calls run_plan).
-Tensor checkpoint_sequential(nn::ModuleList& seq, MemoryBudget budget, const Tensor& x,
+Tensor checkpoint_sequential(const LayerChain& chain, MemoryBudget budget, const Tensor& x,
                              const CheckpointOptions& options = {});
 
 }  // namespace ember::utils
