@@ -115,20 +115,25 @@ def draw_panel(svg, x0, model, ember, torch):
         svg.marker("circle" if side == "ember" else "square", x, y, colour)
         if side == "ember" and p["config"].startswith("planner"):
             continue
-        left, baseline = place_label(placed, x, y, 5.2 * len(p["config"]), x0, x0 + PANEL_W + RIGHT)
+        width = 5.2 * len(p["config"])  # about the width of 9-pixel text
+        left, baseline = place_label(placed, x, y, width, x0, x0 + PANEL_W + RIGHT)
+        if baseline != y + 3:  # moved up or down: a line says whose label it is
+            end = left - 1 if left > x else left + width + 1
+            svg.add("line", x1=f"{x:.1f}", y1=f"{y:.1f}", x2=f"{end:.1f}", y2=f"{baseline - 3:.1f}",
+                    stroke=colour, stroke_width=0.5)
         svg.add("text", p["config"], x=f"{left:.1f}", y=f"{baseline:.1f}", font_size=9, fill=colour)
 
 
 def place_label(placed, x, y, width, left_end, right_end):
-    """Where a label of the point (x, y) goes: right of it, else left, above or below it, else
-    further and further below, whichever first overlaps no box in `placed` (left, baseline,
-    width; 10 high) nor leaves [left_end, right_end]; the box chosen is added to placed."""
+    """Where a label of the point (x, y) goes: right of it, else left of it, else right or left and
+    a line further down or up, whichever first overlaps no box in `placed` (left, baseline, width; 10
+    high) nor leaves [left_end, right_end]; the box chosen is added to placed."""
     def free(left, baseline):
         return left_end <= left and left + width <= right_end and not any(
             abs(baseline - b) < 10 and left < l + w and l < left + width for l, b, w in placed)
 
-    spots = [(x + 7, y + 3), (x - 7 - width, y + 3), (x - width / 2, y - 8), (x - width / 2, y + 15)]
-    spots += [(x + 7, y + 3 + 10 * k) for k in range(1, 20)]
+    shifts = [0] + [sign * 11 * k for k in range(1, 20) for sign in (1, -1)]
+    spots = [(left, y + 3 + shift) for shift in shifts for left in (x + 7, x - 7 - width)]
     left, baseline = next((spot for spot in spots if free(*spot)), spots[0])
     placed.append((left, baseline, width))
     return left, baseline
