@@ -49,17 +49,29 @@ def step(seq, x, segments):
     out.sum().backward()
 
 
-def measured_peak(seq, x, segments):
-    step(seq, x, segments)  # warm-up: the allocator and the profiler's first-call costs
-    seq.zero_grad(set_to_none=True)
+def measured_peak(step, module):
+    """The peak bytes one call of step() adds to what was live before it (the module docstring).
+    bench/torch_checkpoint_frontier.py measures its steps with this too."""
+    step()  # warm-up: the allocator and the profiler's first-call costs
+    module.zero_grad(set_to_none=True)  # so that the measured step does not begin by freeing them
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step(seq, x, segments)
+        step()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    # PyTorch 1.13's events tell their start in microseconds; 2.x replaced start_us with start_ns.
+    when = (lambda e: e.start_ns()) if events and hasattr(events[0], "start_ns") else (lambda e: e.start_us())
     live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_us()):
+    for e in sorted(events, key=when):
         live += e.nbytes()
         peak = max(peak, live)
     return peak
+
+
+def linear_relu_stack(layers, width):
+    """checkpoint_demo's net: layers x (Linear(width, width) + ReLU), as one flat Sequential."""
+    modules = []
+    for _ in range(layers):
+        modules += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*modules)
 
 
 def main():
@@ -69,16 +81,13 @@ def main():
     parser.add_argument("--width", type=int, default=1024)
     args = parser.parse_args()
     torch.manual_seed(0)
-    modules = []
-    for _ in range(args.layers):
-        modules += [nn.Linear(args.width, args.width), nn.ReLU()]
-    seq = nn.Sequential(*modules)
+    seq = linear_relu_stack(args.layers, args.width)
     x = torch.randn(args.batch, args.width)
     print("torch %s, %d x (Linear(%d, %d) + ReLU), input %d x %d" % (torch.__version__, args.layers, args.width,
                                                                       args.width, args.batch, args.width))
     counts = [None] + [s for s in (1, 2, 4, 8, 16) if s <= args.layers]
     for segments in counts:
-        peak = measured_peak(seq, x, segments)
+        peak = measured_peak(lambda: step(seq, x, segments), seq)
         label = "none" if segments is None else str(segments)
         print("sweep segments=%s peak_bytes=%d peak_mib=%.1f" % (label, peak, peak / 2**20), flush=True)
 
