@@ -18,8 +18,11 @@
 // model as it is), the configurations of a model taking turns within each of --rounds rounds,
 // after an untimed one; times are medians, with each round's ratio to its plain step.
 //
-//   checkpoint_frontier [--models gpt8,gpt16,linear16] [--rounds 5] [--budgets 8]
+//   checkpoint_frontier [--models gpt8,gpt16,linear16] [--rounds 5] [--budgets 8] [--no-value-check]
 //                       [--torch bench/results/torch_checkpoint_frontier.json] [--json out.json]
+// --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
+// its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
+// values (Note [Checking the recompute] in utils/checkpoint.cpp).
 //
 // bench/draw_checkpoint_frontier.py draws the JSON next to PyTorch's (docs/checkpoint_frontier.svg).
 #include <CLI/CLI.hpp>
@@ -59,6 +62,7 @@ struct Settings {
   std::string torch_json;
   std::string json_out;
   int threads = 2;
+  bool check_values = true;  // the checkpoint's value check (PyTorch checks shapes and dtypes only)
 };
 
 // One configuration of one model: its forward (the model's, checkpointed as it says) and what it
@@ -88,6 +92,7 @@ struct Bench {
   // The plan of budget=MB for a step's budget (Note [Budgeting a training step]); linear16's step
   // is its blocks alone, planned with the sum's loss.
   std::function<examples::Forward(int64_t budget)> planned;
+  utils::CheckpointOptions options;  // of every checkpointed region
   int64_t smallest_budget = 0;
 };
 
@@ -129,7 +134,9 @@ void make_gpt(Bench& b, int64_t layers, int64_t vocab) {
   b.model = std::move(model);
   const examples::StepBudget step = examples::profile_step_budget(b.parts(), b.x);
   b.smallest_budget = step.smallest();
-  b.planned = [&b](int64_t budget) { return examples::checkpointed_forward(b.parts(), {"budget", budget}, b.x); };
+  b.planned = [&b](int64_t budget) {
+    return examples::checkpointed_forward(b.parts(), {"budget", budget}, b.x, b.options);
+  };
 }
 
 void make_linear(Bench& b) {
@@ -151,7 +158,7 @@ void make_linear(Bench& b) {
   b.planned = [&b](int64_t budget) {
     const utils::SelectivePlan plan = utils::plan_selective(*b.blocks, b.x, budget);
     std::printf("  plan for %lld bytes: %s\n", static_cast<long long>(budget), plan.str().c_str());
-    return examples::Forward([&b, plan](const Tensor& x) { return utils::run_plan(*b.blocks, plan, x); });
+    return examples::Forward([&b, plan](const Tensor& x) { return utils::run_plan(*b.blocks, plan, x, b.options); });
   };
 }
 
@@ -160,7 +167,7 @@ std::vector<Config> fixed_configs(Bench& b) {
   nn::ModuleList& blocks = *b.blocks;
   const size_t n = blocks.size();
   auto through = [&b](utils::CheckpointPlan plan, utils::CheckpointPolicy policy) {
-    utils::CheckpointOptions options;
+    utils::CheckpointOptions options = b.options;
     options.policy = std::move(policy);
     return examples::Forward([&b, plan, options](const Tensor& x) {
       return b.head(utils::run_plan(*b.blocks, plan, b.stem(x), options));
@@ -172,7 +179,7 @@ std::vector<Config> fixed_configs(Bench& b) {
   configs.push_back({"blocks", through(all_but_last, utils::recompute_all())});
   const auto segments = std::max<int64_t>(1, std::lround(std::sqrt(static_cast<double>(n))));
   configs.push_back({"sqrt", [&b, segments](const Tensor& x) {
-                       return b.head(utils::checkpoint_sequential(*b.blocks, segments, b.stem(x)));
+                       return b.head(utils::checkpoint_sequential(*b.blocks, segments, b.stem(x), b.options));
                      }});
   configs.push_back({"blocks+save_matmuls", through(all_but_last, utils::save_matmuls())});
   if (b.name != "linear16") configs.push_back({"blocks+save_attention", through(all_but_last, utils::save_attention())});
@@ -275,16 +282,20 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--json", s.json_out, "write the points here");
   app.add_option("--threads", s.threads, "CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_flag("!--no-value-check", s.check_values,
+               "check the recompute's shapes and dtypes only, as PyTorch does (CheckpointOptions::check_values)");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(s.threads);
     nlohmann::json torch;
     if (!s.torch_json.empty()) torch = nlohmann::json::parse(std::ifstream(s.torch_json));
-    nlohmann::json out = {{"framework", "ember"}, {"threads", s.threads}, {"rounds", s.rounds},
+    nlohmann::json out = {{"framework", "ember"},         {"threads", s.threads},
+                          {"rounds", s.rounds},             {"check_values", s.check_values},
                           {"loadavg_before", load_average()}};
     std::stringstream names(s.models);
     for (std::string name; std::getline(names, name, ',');) {
       Bench b;
+      b.options.check_values = s.check_values;
       if (name == "gpt8" || name == "gpt16") {
         make_gpt(b, name == "gpt8" ? 8 : 16, examples::CharVocab(examples::read_fortunes()).size());
       } else {

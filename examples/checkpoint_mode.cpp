@@ -102,7 +102,8 @@ StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample) 
   return b;
 }
 
-Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample) {
+Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample,
+                             const utils::CheckpointOptions& options) {
   if (mode.kind == "none") return [&model = parts.model](const Tensor& x) { return model(x); };
   if (mode.kind == "blocks") {
     // Note [The last block stays plain]
@@ -112,19 +113,22 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
     // PyTorch's checkpoint_sequential leaves its last segment plain for the same reason.
     nn::ModuleList& blocks = parts.blocks;
     const nn::Module* last = blocks.size() > 0 ? &blocks[blocks.size() - 1] : nullptr;
-    utils::checkpoint_modules(blocks, [&blocks, last](nn::Module& m) {
-      if (&m == last) return false;
-      for (nn::Module& block : blocks)
-        if (&block == &m) return true;
-      return false;
-    });
+    utils::checkpoint_modules(
+        blocks,
+        [&blocks, last](nn::Module& m) {
+          if (&m == last) return false;
+          for (nn::Module& block : blocks)
+            if (&block == &m) return true;
+          return false;
+        },
+        options);
     return [&model = parts.model](const Tensor& x) { return model(x); };
   }
   if (mode.kind == "sqrt") {
     const auto segments =
         std::max<int64_t>(1, std::lround(std::sqrt(static_cast<double>(parts.blocks.size()))));
-    return [parts, chain = parts.block_chain(), segments](const Tensor& x) {
-      return parts.head(utils::checkpoint_sequential(chain, segments, parts.stem(x)));
+    return [parts, chain = parts.block_chain(), segments, options](const Tensor& x) {
+      return parts.head(utils::checkpoint_sequential(chain, segments, parts.stem(x), options));
     };
   }
   const StepBudget step = profile_step_budget(parts, sample);
@@ -147,7 +151,9 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
               memory::format_bytes(step.outside).c_str(), memory::format_bytes(plan.predicted_peak_bytes).c_str(),
               memory::format_bytes(step.plain_step_peak).c_str(),
               100.0 * static_cast<double>(plan.recompute_flops) / static_cast<double>(std::max<int64_t>(blocks_flops, 1)));
-  return [parts, chain, plan](const Tensor& x) { return parts.head(utils::run_plan(chain, plan, parts.stem(x))); };
+  return [parts, chain, plan, options](const Tensor& x) {
+    return parts.head(utils::run_plan(chain, plan, parts.stem(x), options));
+  };
 }
 
 }  // namespace ember::examples

@@ -16,6 +16,7 @@
 
 #include "examples/training.h"
 #include "nn/module_list.h"
+#include "utils/checkpoint.h"
 #include "utils/layer_chain.h"
 #include "utils/layer_profile.h"
 
@@ -57,6 +58,9 @@ StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample);
 // the mode says. `sample` is an input batch, used by budget to measure a step once
 // (profile_step_budget); a budget below StepBudget::smallest() is an ember::Error that names it.
 // blocks switches the model's blocks to checkpointing for good (until uncheckpoint_modules).
-Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample);
+// Every checkpointed region runs with `options` (budget's regions with their planned policy in
+// place of options.policy).
+Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample,
+                             const utils::CheckpointOptions& options = {});
 
 }  // namespace ember::examples

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 
 #include "core/allocator.h"
 #include "core/generator.h"
@@ -366,4 +368,96 @@ TEST_F(CheckpointMemory, SelectivePlansKeepOpsWhereTheyBeatSegments) {
     for (const Tensor& p : seq.parameters()) got.push_back(testutil::values(p.grad()));
     EXPECT_EQ(got, plain) << plan.str();
   }
+}
+
+namespace {
+
+// The least recompute of all plans whose prediction fits `budget`: every way to cut seq's modules
+// into segments, each plain or checkpointed, with the best kept ops for what the segments leave
+// of the budget (one exact knapsack over all the checkpointed regions).
+int64_t optimum_by_trying_everything(nn::ModuleList& seq, const Tensor& x, const std::vector<utils::LayerProfile>& profile,
+                                     int64_t budget) {
+  std::vector<Tensor> inputs{x};
+  for (size_t i = 0; i + 1 < seq.size(); ++i) inputs.push_back(seq[i](inputs.back()).detach().requires_grad_());
+  std::map<std::pair<size_t, size_t>, std::vector<utils::OpInfo>> regions_of;
+  auto ops_of = [&](utils::CheckpointPlan::Segment s) -> const std::vector<utils::OpInfo>& {
+    std::vector<utils::OpInfo>& ops = regions_of[{s.begin, s.end}];
+    if (ops.empty()) {
+      const auto forward = utils::segment_forward(seq, s);
+      ops = utils::profile_ops([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0])}; },
+                               {inputs[s.begin]});
+    }
+    return ops;
+  };
+  const size_t n = seq.size();
+  int64_t optimum = std::numeric_limits<int64_t>::max();
+  for (unsigned cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
+    std::vector<utils::CheckpointPlan::Segment> segments{{0, 0, false}};
+    for (size_t i = 0; i < n; ++i) {
+      segments.back().end = i + 1;
+      if (i + 1 < n && (cuts >> i & 1u)) segments.push_back({i + 1, i + 1, false});
+    }
+    for (unsigned flags = 0; flags < (1u << segments.size()); ++flags) {
+      utils::CheckpointPlan plan;
+      std::vector<std::vector<utils::OpInfo>> regions;
+      for (size_t s = 0; s < segments.size(); ++s) {
+        plan.segments.push_back({segments[s].begin, segments[s].end, (flags >> s & 1u) != 0});
+        if (plan.segments.back().checkpointed) regions.push_back(ops_of(plan.segments.back()));
+      }
+      const int64_t predicted = utils::predicted_peak(profile, plan);
+      if (predicted > budget) continue;
+      int64_t recompute = 0;
+      for (const utils::OpPlan& p : utils::plan_op_saves(regions, budget - predicted)) recompute += p.recompute_flops;
+      optimum = std::min(optimum, recompute);
+    }
+  }
+  return optimum;
+}
+
+// plan_selective against the optimum at nine budgets from the smallest feasible one to a plain
+// step's prediction.
+void expect_the_optimum(nn::ModuleList& seq, const Tensor& x) {
+  const std::vector<utils::LayerProfile> profile = utils::profile_layers(seq, x);
+  const int64_t smallest = utils::min_feasible_budget(profile);
+  const int64_t plain = utils::predicted_peak(profile, utils::CheckpointPlan{{{0, seq.size(), false}}});
+  for (int step = 0; step <= 8; ++step) {
+    const int64_t budget = smallest + (plain - smallest) * step / 8;
+    const int64_t optimum = optimum_by_trying_everything(seq, x, profile, budget);
+    const utils::SelectivePlan selective = utils::plan_selective(seq, x, budget);
+    EXPECT_LE(selective.predicted_peak_bytes, budget);
+    EXPECT_GE(selective.recompute_flops, optimum);  // nothing beats trying everything
+    EXPECT_LE(selective.recompute_flops * 100, optimum * 105) << "budget " << budget << ": " << selective.str();
+    std::printf("budget %lld: plan_selective recomputes %lld, the optimum %lld (%+.1f%%)\n",
+                static_cast<long long>(budget), static_cast<long long>(selective.recompute_flops),
+                static_cast<long long>(optimum),
+                optimum > 0 ? 100.0 * static_cast<double>(selective.recompute_flops - optimum) / static_cast<double>(optimum)
+                            : 0.0);
+  }
+}
+
+}  // namespace
+
+// Note [Planning per-op saves]: plan_selective searches in two stages, the segment plans that the
+// segment planner makes for falling budgets and one knapsack over kept ops for each, not every
+// combination of segments and kept ops, so it is not exact by construction. Trying every
+// combination on five blocks of two kinds and on five transformer blocks, at nine budgets each,
+// measures the gap to the model's optimum: none on the first, 3.3% and 3.7% at two budgets of the
+// second, 0 at the others (docs/checkpointing.md section 10). The test holds it within 5%.
+TEST_F(CheckpointMemory, SelectivePlansAreWithinFivePercentOfEveryCombination) {
+  nn::Sequential mixed;
+  for (int i = 0; i < 5; ++i) {
+    auto& block = mixed.add<nn::Sequential>();
+    if (i % 2 == 0) {
+      block.add<nn::Linear>(kWidth, 4 * kWidth);
+      block.add<nn::GELU>();
+      block.add<nn::Linear>(4 * kWidth, kWidth);
+    } else {
+      block.add<nn::Linear>(kWidth, kWidth);
+      block.add<nn::ReLU>();
+    }
+  }
+  expect_the_optimum(mixed, randn({kBatch, kWidth}));
+  nn::Sequential transformer;
+  for (int i = 0; i < 5; ++i) transformer.add<nn::TransformerBlock>(16, 2);
+  expect_the_optimum(transformer, randn({4, 16, 16}));
 }

@@ -155,17 +155,31 @@ std::vector<OpInfo> profile_ops(nn::Module& module, const Tensor& input) {
 }
 
 OpPlan plan_op_saves(const std::vector<OpInfo>& ops, int64_t budget_bytes, const CheckpointPolicy& base) {
+  return plan_op_saves(std::vector<std::vector<OpInfo>>{ops}, budget_bytes, base).front();
+}
+
+std::vector<OpPlan> plan_op_saves(const std::vector<std::vector<OpInfo>>& regions, int64_t budget_bytes,
+                                  const CheckpointPolicy& base) {
   EMBER_CHECK(budget_bytes >= 0, "[plan_op_saves] the budget must be at least 0 bytes, got ", budget_bytes);
   EMBER_CHECK(base, "[plan_op_saves] the base policy is empty");
-  OpPlan plan;
-  const std::vector<size_t> open = open_ops(ops, base, plan);
-  EMBER_CHECK(plan.kept_bytes <= budget_bytes, "[plan_op_saves] the base policy's MustSave ops keep ", plan.kept_bytes,
-              " bytes, more than the budget of ", budget_bytes);
+  std::vector<OpPlan> plans(regions.size());
   std::vector<Item> items;
-  for (size_t i : open) items.push_back({ops[i].output.nbytes(), ops[i].flops});
-  for (size_t t : knapsack(items, budget_bytes - plan.kept_bytes)) keep(plan, ops[open[t]]);
-  std::sort(plan.kept.begin(), plan.kept.end(), [](const OpPlan::Kept& a, const OpPlan::Kept& b) { return a.index < b.index; });
-  return plan;
+  std::vector<std::pair<size_t, size_t>> owner;  // per item: its region and op
+  int64_t must_keep = 0;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    for (size_t i : open_ops(regions[r], base, plans[r])) {
+      items.push_back({regions[r][i].output.nbytes(), regions[r][i].flops});
+      owner.emplace_back(r, i);
+    }
+    must_keep += plans[r].kept_bytes;
+  }
+  EMBER_CHECK(must_keep <= budget_bytes, "[plan_op_saves] the base policy's MustSave ops keep ", must_keep,
+              " bytes, more than the budget of ", budget_bytes);
+  for (size_t t : knapsack(items, budget_bytes - must_keep)) keep(plans[owner[t].first], regions[owner[t].first][owner[t].second]);
+  for (OpPlan& plan : plans)
+    std::sort(plan.kept.begin(), plan.kept.end(),
+              [](const OpPlan::Kept& a, const OpPlan::Kept& b) { return a.index < b.index; });
+  return plans;
 }
 
 namespace {
@@ -206,10 +220,9 @@ SelectivePlan plan_selective(const LayerChain& chain, const std::vector<LayerPro
   for (int64_t segments_budget = budget_bytes; segments_budget >= smallest;) {
     SelectivePlan plan;
     plan.segments = plan_checkpoints(profile, segments_budget);
-    plan.ops.resize(plan.segments.segments.size());
-    std::vector<Item> items;
-    std::vector<std::pair<size_t, const OpInfo*>> owner;  // per item: its segment and op
-    for (size_t s = 0; s < plan.ops.size(); ++s) {
+    std::vector<std::vector<OpInfo>> regions;
+    std::vector<size_t> region_segment;
+    for (size_t s = 0; s < plan.segments.segments.size(); ++s) {
       const CheckpointPlan::Segment segment = plan.segments.segments[s];
       if (!segment.checkpointed) continue;
       std::vector<OpInfo>& ops = profiled[{segment.begin, segment.end}];
@@ -218,13 +231,12 @@ SelectivePlan plan_selective(const LayerChain& chain, const std::vector<LayerPro
         ops = profile_ops([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0])}; },
                           {inputs[segment.begin]});
       }
-      for (size_t i : open_ops(ops, recompute_all(), plan.ops[s])) {
-        items.push_back({ops[i].output.nbytes(), ops[i].flops});
-        owner.emplace_back(s, &ops[i]);
-      }
+      regions.push_back(ops);
+      region_segment.push_back(s);
     }
-    for (size_t t : knapsack(items, budget_bytes - plan.segments.predicted_peak_bytes))
-      keep(plan.ops[owner[t].first], *owner[t].second);
+    plan.ops.resize(plan.segments.segments.size());
+    std::vector<OpPlan> kept = plan_op_saves(regions, budget_bytes - plan.segments.predicted_peak_bytes);
+    for (size_t r = 0; r < kept.size(); ++r) plan.ops[region_segment[r]] = std::move(kept[r]);
     plan.predicted_peak_bytes = plan.segments.predicted_peak_bytes;
     for (const OpPlan& p : plan.ops) {
       plan.predicted_peak_bytes += p.kept_bytes;

@@ -39,6 +39,10 @@ struct OpPlan {
 // an exact 0/1 knapsack. Throws if the base's MustSave ops alone exceed the budget.
 OpPlan plan_op_saves(const std::vector<OpInfo>& ops, int64_t budget_bytes,
                      const CheckpointPolicy& base = recompute_all());
+// The same for several regions that share one budget: one knapsack over the ops of all of them
+// (each region's early stop and MustSave ops as above); a plan per region.
+std::vector<OpPlan> plan_op_saves(const std::vector<std::vector<OpInfo>>& regions, int64_t budget_bytes,
+                                  const CheckpointPolicy& base = recompute_all());
 
 // The plan as a policy: PreferSave for the planned ops (by index in the region, when the name
 // matches), what `base` insists on where it insists (Note [Decision strengths]), PreferRecompute
