@@ -262,7 +262,8 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
 std::vector<double> load_average() {
   double load[3] = {0, 0, 0};
   if (getloadavg(load, 3) != 3) return {};
-  return {load[0], load[1], load[2]};
+  auto hundredths = [](double x) { return std::round(x * 100) / 100; };
+  return {hundredths(load[0]), hundredths(load[1]), hundredths(load[2])};
 }
 
 }  // namespace

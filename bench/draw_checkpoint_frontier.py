@@ -169,9 +169,12 @@ def main():
     svg.add("text", f"PyTorch {torch.get('version', '')}", x=LEFT + 414, y=legend_y)
 
     def run(d):
-        return (f"{d['framework']} {d.get('version', '')}: {d.get('threads', '?')} threads, {d.get('rounds', '?')} "
+        checks = {True: ", the recompute's values checked", False: ", shapes and dtypes checked only"}.get(
+            d.get("check_values"), "")
+        name = " ".join(filter(None, (d["framework"], d.get("version"))))
+        return (f"{name}: {d.get('threads', '?')} threads, {d.get('rounds', '?')} "
                 f"rounds, load average {'/'.join(map(str, d['loadavg_before']))} before, "
-                f"{'/'.join(map(str, d['loadavg_after']))} after")
+                f"{'/'.join(map(str, d['loadavg_after']))} after{checks}")
     for i, d in enumerate((ember, torch)):
         svg.add("text", run(d), x=LEFT, y=legend_y + 22 + 14 * i, font_size=10, fill="#555")
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The frontier's comparison as a Markdown table (issue 25, docs/checkpointing.md section 10):
+for each of PyTorch's configurations, its peak and its step time relative to its own plain step,
+next to ember's planner given that peak as its budget (bench/checkpoint_frontier's
+"planner@torch:CONFIG" points), with ember's peak and time relative to ember's plain step.
+
+    bench/compare_checkpoint_frontier.py EMBER_JSON TORCH_JSON [--checked EMBER_CHECKED_JSON]
+
+--checked adds the time of the same plans from a run with ember's value check on (a run without
+--no-value-check); the verdict is the first file's.
+
+"infeasible" is a budget below the smallest one ember's planner can promise for the model
+(bench/checkpoint_frontier prints that budget).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from draw_checkpoint_frontier import load  # noqa: E402  (the same reader and checks)
+
+MIB = 2 ** 20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("ember_json")
+    parser.add_argument("torch_json")
+    parser.add_argument("--checked", help="ember's run with the value check on")
+    args = parser.parse_args()
+    ember, torch = load(args.ember_json), load(args.torch_json)
+    checked = load(args.checked) if args.checked else None
+
+    def planned(run, model):
+        return {p["config"]: p for p in run["models"].get(model, {}).get("points", [])}
+
+    extra = " ember time, values checked |" if checked else ""
+    print("| model | PyTorch's configuration | PyTorch peak (MiB) | PyTorch time | ember planner peak (MiB) "
+          f"| ember time | ember at or below |{extra}")
+    print("| --- | --- | ---: | ---: | ---: | ---: | :---: |" + (" ---: |" if checked else ""))
+    for model, entry in torch["models"].items():
+        mine_all = planned(ember, model)
+        checked_all = planned(checked, model) if checked else {}
+        for p in entry["points"]:
+            key = "planner@torch:" + p["config"]
+            mine = mine_all.get(key)
+            row = f"| {model} | {p['config']} | {p['peak_bytes'] / MIB:.1f} | {p['time_ratio']:.3f}x | "
+            if mine is None:
+                row += "infeasible | | no |"
+            else:
+                ok = mine["peak_bytes"] <= p["peak_bytes"] and mine["time_ratio"] <= p["time_ratio"]
+                row += f"{mine['peak_bytes'] / MIB:.1f} | {mine['time_ratio']:.3f}x | {'yes' if ok else 'no'} |"
+            if checked:
+                row += f" {checked_all[key]['time_ratio']:.3f}x |" if key in checked_all else " |"
+            print(row)
+
+
+if __name__ == "__main__":
+    main()
