@@ -25,7 +25,7 @@
 //    stem adds its own gradients, small next to X (embedding tables, a convolution's weights).
 // The smallest budget a step fits is O + utils::min_feasible_budget(blocks). Every number is a
 // byte count, so a model and batch always get the same plan. The tests measure the bound on the
-// GPT (tests/test_gpt.cpp).
+// GPT, ResNet20 and a BERT classifier (tests/test_checkpoint_budget.cpp).
 #include "examples/checkpoint_mode.h"
 
 #include <algorithm>

@@ -69,6 +69,8 @@ void expect_the_same_plan_twice(const examples::StackedModel& parts, const Tenso
 
 }  // namespace
 
+// Note [Budgeting a training step]: budget=MB bounds the whole step, the embeddings, the head, the
+// logits and the cross-entropy included, not only the blocks.
 TEST(CheckpointBudget, GPT) {
   examples::GPTConfig c;
   c.vocab_size = 40;
@@ -83,6 +85,24 @@ TEST(CheckpointBudget, GPT) {
   examples::GPT model(c);
   const examples::StackedModel parts{model, model.blocks, [&model](const Tensor& ids) { return model.stem_forward(ids); },
                                      [&model](const Tensor& h) { return model.head_forward(h); }};
+  const Step plain = training_step(model, [&model](const Tensor& in) { return model(in); }, x, y);
+  const examples::StepBudget measured = examples::profile_step_budget(parts, x);
+  // The profile measures the step fit runs, with targets of its own where fit's were live before.
+  EXPECT_GE(measured.plain_step_peak, plain.peak);
+  EXPECT_LE(measured.plain_step_peak, plain.peak + static_cast<int64_t>(y.nbytes()));
+  EXPECT_GT(measured.outside, 0);
+  const int64_t smallest = measured.smallest();
+  try {
+    examples::checkpointed_forward(parts, {"budget", smallest - 1}, x);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[checkpoint budget] no plan fits a training step into"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("the smallest feasible budget for this model and batch is " +
+                                         memory::format_bytes(smallest) + " (" + std::to_string(smallest) + " bytes)"),
+              std::string::npos)
+        << e.what();
+  }
   expect_every_budget_holds(parts, x, y, 7);
   const Tensor h = model.stem_forward(x).detach().requires_grad_();
   expect_the_same_plan_twice(parts, h, utils::min_feasible_budget(utils::profile_layers(parts.block_chain(), h)) * 3 / 2);

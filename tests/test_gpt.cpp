@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iterator>
 
-#include "core/allocator.h"
 #include "core/generator.h"
 #include "examples/char_text.h"
 #include "examples/checkpoint_mode.h"
@@ -45,10 +44,6 @@ examples::GPTConfig tiny_config(int64_t vocab = 11) {
 examples::StackedModel parts_of(examples::GPT& model) {
   return {model, model.blocks, [&model](const Tensor& t) { return model.stem_forward(t); },
           [&model](const Tensor& h) { return model.head_forward(h); }};
-}
-
-examples::Forward model_forward(examples::GPT& model) {
-  return [&model](const Tensor& t) { return model(t); };
 }
 
 Tensor ids(const std::vector<int64_t>& v, const Shape& shape) {
@@ -185,69 +180,6 @@ TEST(GPT, CheckpointedBlocksGiveBitwiseTheSameGradients) {
   manual_seed(9);
   examples::GPT probe(c);
   EXPECT_EQ(gradients({"budget", examples::profile_step_budget(parts_of(probe), x).smallest()}), plain);
-}
-
-namespace {
-
-// One training step as fit runs it (zero_grad, forward, cross-entropy, backward): its peak above
-// what was live before it, from ember's allocator, and the gradients it made.
-struct Step {
-  int64_t peak;
-  std::vector<std::vector<double>> grads;
-};
-
-Step training_step(examples::GPT& model, const examples::Forward& forward, const Tensor& x, const Tensor& y) {
-  model.zero_grad();
-  manual_seed(10);  // the same Dropout masks in every step
-  const int64_t base = memory::stats().live_bytes;
-  memory::reset_peak();
-  Tensor logits = forward(x);
-  examples::target_loss(logits, y).backward();
-  Step step{memory::stats().peak_bytes - base, {}};
-  for (const Tensor& p : model.parameters()) step.grads.push_back(values(p.grad()));
-  return step;
-}
-
-}  // namespace
-
-// Note [Budgeting a training step]: budget=MB bounds the whole step, the embeddings, the head, the
-// logits and the cross-entropy included, not only the blocks.
-TEST(GPT, BudgetBoundsTheWholeTrainingStep) {
-  examples::GPTConfig c = tiny_config(40);
-  c.context = 32;
-  c.embed_dim = 16;
-  c.num_layers = 4;
-  c.dropout = 0.1;
-  manual_seed(4);
-  Tensor x = randint(0, 40, {8, 32}), y = randint(0, 40, {8, 32});
-  manual_seed(9);
-  examples::GPT model(c);
-  const Step plain = training_step(model, model_forward(model), x, y);
-  const examples::StepBudget measured = examples::profile_step_budget(parts_of(model), x);
-  // The profile measures the step fit runs, with targets of its own where fit's were live before.
-  EXPECT_GE(measured.plain_step_peak, plain.peak);
-  EXPECT_LE(measured.plain_step_peak, plain.peak + static_cast<int64_t>(y.nbytes()));
-  EXPECT_GT(measured.outside, 0);
-  const int64_t smallest = measured.smallest();
-  ASSERT_LT(smallest, plain.peak) << "checkpointing should save memory on this model";
-  for (int third = 0; third < 3; ++third) {
-    const int64_t budget = smallest + (plain.peak - smallest) * third / 3;
-    const Step planned =
-        training_step(model, examples::checkpointed_forward(parts_of(model), {"budget", budget}, x), x, y);
-    EXPECT_LE(planned.peak, budget) << "budget " << budget << ", a plain step " << plain.peak;
-    EXPECT_EQ(planned.grads, plain.grads);
-  }
-  try {
-    examples::checkpointed_forward(parts_of(model), {"budget", smallest - 1}, x);
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[checkpoint budget] no plan fits a training step into"), std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("the smallest feasible budget for this model and batch is " +
-                                         memory::format_bytes(smallest) + " (" + std::to_string(smallest) + " bytes)"),
-              std::string::npos)
-        << e.what();
-  }
 }
 
 // Note [Exporting a run for PyTorch]: the files hold the weights before training and exactly the
