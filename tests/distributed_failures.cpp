@@ -6,6 +6,8 @@
 //   stall-ddp  the same before rank 1's second backward: rank 0's wait for a DDP bucket fails
 //   lost       rank 1 is killed before the second allreduce: when mpirun then terminates rank 0,
 //              rank 0 says which rank it was waiting for
+//   link       allreduces every 100 ms for a minute, for tests/distributed_two_hosts.sh, which
+//              takes the network link between the ranks down meanwhile: an allreduce times out
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -45,8 +47,15 @@ void run(const std::string& mode) {
       if (step == 1 && group->rank() == 1) stop_for_good();
       cross_entropy(ddp(batch.x), batch.y).backward();
     }
+  } else if (mode == "link") {
+    std::printf("rank %d: allreducing\n", group->rank());
+    std::fflush(stdout);
+    for (int i = 0; i < 600; ++i) {
+      group->allreduce(t);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   } else {
-    EMBER_FAIL("unknown mode '", mode, "': stall, stall-ddp or lost");
+    EMBER_FAIL("unknown mode '", mode, "': stall, stall-ddp, lost or link");
   }
   std::printf("rank %d: no failure\n", group->rank());
 }
