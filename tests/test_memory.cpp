@@ -62,9 +62,10 @@ TEST(Memory, SizeClassesAndTheReuseRule) {
   EXPECT_EQ(Allocator::size_class((4u << 20) + 1), (4u << 20) + (64u << 10));  // then 64 KiB steps
   EXPECT_TRUE(Allocator::reuses(1024, 1024));
   EXPECT_TRUE(Allocator::reuses(9 << 20, 8 << 20));   // an eighth larger
-  EXPECT_FALSE(Allocator::reuses((9 << 20) + 512, 8 << 20));
+  EXPECT_TRUE(Allocator::reuses(16 << 20, 8 << 20));  // twice the request
+  EXPECT_FALSE(Allocator::reuses((16 << 20) + 512, 8 << 20));
   EXPECT_FALSE(Allocator::reuses(1024, 1536));  // too small
-  EXPECT_FALSE(Allocator::reuses(1024, 512));   // twice the request
+  EXPECT_FALSE(Allocator::reuses(1536, 512));   // three times the request
 }
 
 TEST(Memory, SlightlySmallerRequestsReuseACachedBlock) {
@@ -84,10 +85,13 @@ TEST(Memory, SlightlySmallerRequestsReuseACachedBlock) {
   p = cpu.allocate(big);
   EXPECT_EQ(memory::stats().cache_hits, before.cache_hits + 2);
   cpu.deallocate(p, big);
-  // Half the block's size is not served by it: that would waste half of it.
+  // Half the block's size is served by it; a third is not: that would waste two thirds of it.
   p = cpu.allocate(big / 2);
-  EXPECT_EQ(memory::stats().system_allocs, before.system_allocs + 1);
+  EXPECT_EQ(memory::stats().cache_hits, before.cache_hits + 3);
   cpu.deallocate(p, big / 2);
+  p = cpu.allocate(big / 3);
+  EXPECT_EQ(memory::stats().system_allocs, before.system_allocs + 1);
+  cpu.deallocate(p, big / 3);
   EXPECT_EQ(live(), live_before);
   memory::empty_cache();
   EXPECT_EQ(memory::stats().reserved_bytes, before.reserved_bytes - static_cast<int64_t>(Allocator::size_class(big)));
