@@ -42,6 +42,7 @@
 #include "bench/train_cases.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "examples/training.h"
 
 namespace {
 
@@ -161,9 +162,8 @@ bool run_case(const bench::ModelCase& m, const Options& o) {
     const int steps = std::max(1, static_cast<int>(std::ceil(o.min_time_s / std::max(one, 1e-6))));
     std::vector<double> ms;
     for (int r = 0; r < o.repetitions; ++r) ms.push_back(1e3 * time_block(s, o.device, steps, loss) / steps);
-    std::sort(ms.begin(), ms.end());
-    const double median = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
-    line << ", \"median_ms\": " << median << ", \"min_ms\": " << ms.front() << ", \"steps_per_block\": " << steps
+    const double median = ember::examples::median(ms);
+    line << ", \"median_ms\": " << median << ", \"min_ms\": " << *std::min_element(ms.begin(), ms.end()) << ", \"steps_per_block\": " << steps
          << ", \"repetitions\": " << o.repetitions << ", \"images_per_s\": " << static_cast<double>(m.batch) / (median / 1e3)
          << ", \"final_loss\": " << loss.item() << "}";
   } catch (const std::exception& e) {

@@ -96,12 +96,6 @@ struct Bench {
   int64_t smallest_budget = 0;
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Segments [i, i+1) for the blocks `checkpointed` says, plain ones merged.
 utils::CheckpointPlan per_block(size_t n, const std::function<bool(size_t)>& checkpointed) {
   utils::CheckpointPlan plan;
@@ -244,11 +238,11 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
   for (const Config& c : configs) {
     nlohmann::json p = {{"config", c.name},
                         {"peak_bytes", c.peak},
-                        {"step_ms", median_of(c.ms)},
-                        {"time_ratio", median_of(c.ratio)}};
+                        {"step_ms", examples::median(c.ms)},
+                        {"time_ratio", examples::median(c.ratio)}};
     if (c.budget > 0) p["budget_bytes"] = c.budget;
     std::printf("frontier model=%s config=%s peak_bytes=%lld step_ms=%.1f time_ratio=%.3f", b.name.c_str(),
-                c.name.c_str(), static_cast<long long>(c.peak), median_of(c.ms), median_of(c.ratio));
+                c.name.c_str(), static_cast<long long>(c.peak), examples::median(c.ms), examples::median(c.ratio));
     if (c.budget > 0)
       std::printf(" budget_bytes=%lld within_budget=%s", static_cast<long long>(c.budget),
                   c.peak <= c.budget ? "yes" : "NO");

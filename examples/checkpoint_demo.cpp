@@ -151,12 +151,6 @@ StepResult training_step(nn::Sequential& seq, const Tensor& x, const Strategy& s
   return {after_forward, memory::stats().peak_bytes - before, ms};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Bytes from one step of each strategy (they are exact, so one step is enough; it also warms the
 // allocator's cache), then the median time of `steps` more. The timed steps go round-robin, one
 // step of every strategy per round, so that when the machine's load changes during the sweep it
@@ -173,7 +167,7 @@ std::vector<StepResult> measure_all(nn::Sequential& seq, const Tensor& x, const 
       std::fflush(stdout);  // a round takes a while: show progress
     }
   }
-  for (size_t i = 0; i < strategies.size(); ++i) results[i].ms = median(times[i]);
+  for (size_t i = 0; i < strategies.size(); ++i) results[i].ms = examples::median(times[i]);
   return results;
 }
 

@@ -123,12 +123,6 @@ struct SweepMode {
   std::vector<double> ms, cpu_ms, ratio;
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 void sweep(Settings s, const examples::TrainConfig& config, Device device, int64_t vocab_size) {
   using Clock = std::chrono::steady_clock;
   s.model.vocab_size = vocab_size;
@@ -176,8 +170,8 @@ void sweep(Settings s, const examples::TrainConfig& config, Device device, int64
                   static_cast<long long>(layers), static_cast<long long>(s.model.context),
                   static_cast<long long>(config.batch_size), mode.kind, config.amp.c_str(),
                   static_cast<long long>(mode.peak),
-                  static_cast<double>(mode.peak) / static_cast<double>(modes.front().peak), median_of(mode.ms),
-                  median_of(mode.cpu_ms), median_of(mode.ratio), s.sweep_rounds);
+                  static_cast<double>(mode.peak) / static_cast<double>(modes.front().peak), examples::median(mode.ms),
+                  examples::median(mode.cpu_ms), examples::median(mode.ratio), s.sweep_rounds);
       std::fflush(stdout);
     }
   }

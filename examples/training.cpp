@@ -82,6 +82,13 @@ int64_t mib_to_bytes(double mib, const std::string& what) {
   return static_cast<int64_t>(mib * 1024 * 1024);
 }
 
+double median(std::vector<double> values) {
+  EMBER_CHECK(!values.empty(), "[median] no values");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 int run_main(CLI::App& app, int argc, char** argv, const std::string& program, const std::function<void()>& body) {
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/autocast.h"
 #include "data/dataloader.h"
@@ -51,6 +52,10 @@ extern const CLI::Validator kNonNegative;  // a finite number >= 0
 // A memory budget given in MiB, in bytes: an ember::Error naming `what` unless it is finite,
 // positive and below 2^43 MiB (8 EiB, where the bytes would no longer fit an int64).
 int64_t mib_to_bytes(double mib, const std::string& what);
+
+// The median of timings (the mean of the middle two for an even count); an ember::Error when
+// there are none. The benchmarks report it over rounds, so one slow round moves nothing.
+double median(std::vector<double> values);
 
 // Parses the command line into `app` and runs `body`. Every failure ends the same way: a
 // message on stderr and a non-zero exit code, never std::terminate — CLI11's own errors (and
