@@ -124,8 +124,9 @@ void MpiChannel::abandon(const CollectiveCall& call, std::chrono::milliseconds t
   broken_ = detail::concat(
       "[", call.name, "] collective #", call.sequence, " of this process group timed out after ", seconds(timeout),
       " on rank ", rank_, ": ",
-      ranks.empty() ? std::string("every rank reached it, but it did not complete (a rank stalled inside it, or the "
-                                  "ranks started different non-blocking collectives)")
+      ranks.empty() ? std::string("every rank reached it, but it did not complete (a rank stalled inside it, the "
+                                  "network between ranks failed during it, or the ranks started different "
+                                  "non-blocking collectives)")
                     : detail::concat(ranks.size() == 1 ? "rank " : "ranks ", who,
                                      " did not arrive (stopped, crashed, or ran fewer steps or other collectives)"),
       "; the MPI job is aborted when this process exits");
