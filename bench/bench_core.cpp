@@ -413,6 +413,15 @@ void register_all() {
   register_matmul("matmul", 1, 512, 512, 512, false);
   register_matmul("matmul", 1, 1024, 1024, 1024, false);
   register_matmul("bmm", 32, 128, 64, 128, false);
+  // finetune_text's BERT at 32 texts of 60 tokens: the Linear layers forward ([tokens, 384] by
+  // [384, 384 or 1536] and back), their weight gradients (x^T dy), and the per-head attention
+  // products (12 heads of 32 features: q k^T and p v).
+  register_matmul("matmul", 1, 1920, 384, 384, false);
+  register_matmul("matmul", 1, 1920, 384, 1536, false);
+  register_matmul("matmul", 1, 1920, 1536, 384, false);
+  register_matmul("matmul_tA", 1, 384, 1920, 1536, true);
+  register_matmul("bmm", 384, 60, 32, 60, false);
+  register_matmul("bmm", 384, 60, 60, 32, false);
   register_matmul("matmul_tA", 1, 512, 512, 512, true);
   register_matmul("matmul_bf16", 1, 512, 512, 512, false, kBFloat16);
   register_matmul("matmul_bf16", 1, 1024, 1024, 1024, false, kBFloat16);

@@ -12,7 +12,9 @@ sides (--dropout 0 is added), so the two runs differ only in rounding. Each roun
 finetune_text and then the PyTorch loop, so both see the same machine load; the table reports
 each side's mean training loss over the steps, its test loss and accuracy after them, and its
 training tokens per second (tokens: the texts' real tokens, without padding; the time of the
-training steps only; median over rounds), and the load average before and after.
+training steps only; median over rounds), and the load average before and after; then the step
+time's ratio (the inverse of the tokens/s ratio, both sides training on the same batches), by the
+sides' medians and by the median of the rounds' ratios.
 
 The PyTorch loop does per step what ember's fit does: forward, cross-entropy, zero_grad,
 backward, optimizer step, scheduler step, and reading back the loss and the number of correct
@@ -259,6 +261,11 @@ def main():
           f"test loss {median('ember', 'test_loss') - median('torch', 'test_loss'):+.5f}, test accuracy "
           f"{median('ember', 'test_acc') - median('torch', 'test_acc'):+.4f}; speed ember / PyTorch: "
           f"{median('ember', 'tokens_per_s') / median('torch', 'tokens_per_s'):.2f}x")
+    # A step's time is the inverse of its tokens/s: both sides train on the same batches.
+    step_ratios = [r["torch"]["tokens_per_s"] / r["ember"]["tokens_per_s"] for r in rounds]
+    print(f"step time ember / PyTorch: {median('torch', 'tokens_per_s') / median('ember', 'tokens_per_s'):.2f}x by "
+          f"the sides' medians, {statistics.median(step_ratios):.2f}x by the median of the rounds' ratios "
+          f"({', '.join(f'{x:.2f}' for x in step_ratios)})")
     if args.json:
         save_rounds_json(args.json, args, torch, load_before, rounds)
     return 0
