@@ -131,34 +131,41 @@ TEST(Autocast, ABackwardInsideARegionComputesInTheForwardsDtypes) {
   EXPECT_TRUE(testutil::bitwise_equal(b.grad(), gb));
 }
 
-// Note [Mixed-dtype batch norm]: a bfloat16 input with float32 weight, bias and running
+// Note [Mixed-dtype batch norm]: a bfloat16 or float16 input with float32 weight, bias and running
 // statistics computes on the input widened: the output is the float32 result rounded once, the
 // statistics and the weight's gradient are bitwise the float32 ones.
 TEST(Autocast, BatchNormTakesSixteenBitInputsWithFloat32Statistics) {
   manual_seed(12);
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training ? "training" : "eval");
-    const Tensor x16 = randn({6, 3, 5}).to(kBFloat16).requires_grad_();
-    const Tensor x32 = x16.detach().to(kFloat32).requires_grad_();
-    const Tensor w = rand({3}).requires_grad_(), b = randn({3}).requires_grad_();
-    const Tensor w32 = w.detach().requires_grad_(), b32 = b.detach().requires_grad_();
-    const Tensor mean16 = randn({3}), var16 = rand({3}) + 0.5;
-    const Tensor mean32 = mean16.clone(), var32 = var16.clone();
-    const Tensor y16 = batch_norm(x16, mean16, var16, w, b, training, 0.1, 1e-5);
-    const Tensor y32 = batch_norm(x32, mean32, var32, w32, b32, training, 0.1, 1e-5);
-    EXPECT_EQ(y16.dtype(), kBFloat16);
-    EXPECT_TRUE(testutil::bitwise_equal(y16, y32.detach().to(kBFloat16)));
-    EXPECT_TRUE(testutil::bitwise_equal(mean16, mean32));
-    EXPECT_TRUE(testutil::bitwise_equal(var16, var32));
-    const Tensor g = randn({6, 3, 5}).to(kBFloat16);
-    y16.backward(g);
-    y32.backward(g.to(kFloat32));
-    EXPECT_EQ(x16.grad().dtype(), kBFloat16);
-    EXPECT_EQ(w.grad().dtype(), kFloat32);
-    EXPECT_TRUE(testutil::bitwise_equal(w.grad(), w32.grad()));
-    EXPECT_TRUE(testutil::bitwise_equal(b.grad(), b32.grad()));
-    EXPECT_LT(max(abs(x16.grad().to(kFloat32) - x32.grad())).item(), 0.01 * max(abs(x32.grad())).item());
-  }
+  for (DType dtype : {kBFloat16, kFloat16})
+    for (const Shape& shape : {Shape{6, 3, 5}, Shape{4, 3, 7, 9}})
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(testing::Message() << dtype_name(dtype) << " " << shape_str(shape) << (training ? " training" : " eval"));
+        const Tensor x16 = randn(shape).to(dtype).requires_grad_();
+        const Tensor x32 = x16.detach().to(kFloat32).requires_grad_();
+        const Tensor w = rand({3}).requires_grad_(), b = randn({3}).requires_grad_();
+        const Tensor w32 = w.detach().requires_grad_(), b32 = b.detach().requires_grad_();
+        const Tensor mean16 = randn({3}), var16 = rand({3}) + 0.5;
+        const Tensor mean32 = mean16.clone(), var32 = var16.clone();
+        const Tensor y16 = batch_norm(x16, mean16, var16, w, b, training, 0.1, 1e-5);
+        const Tensor y32 = batch_norm(x32, mean32, var32, w32, b32, training, 0.1, 1e-5);
+        EXPECT_EQ(y16.dtype(), dtype);
+        EXPECT_TRUE(testutil::bitwise_equal(y16, y32.detach().to(dtype)));
+        EXPECT_TRUE(testutil::bitwise_equal(mean16, mean32));
+        EXPECT_TRUE(testutil::bitwise_equal(var16, var32));
+        const Tensor g = randn(shape).to(dtype);
+        y16.backward(g);
+        y32.backward(g.to(kFloat32));
+        EXPECT_EQ(x16.grad().dtype(), dtype);
+        EXPECT_EQ(w.grad().dtype(), kFloat32);
+        EXPECT_TRUE(testutil::bitwise_equal(w.grad(), w32.grad()));
+        EXPECT_TRUE(testutil::bitwise_equal(b.grad(), b32.grad()));
+        EXPECT_TRUE(testutil::bitwise_equal(x16.grad(), x32.grad().to(dtype)));
+      }
+  // without float32 channel vectors the statistics are the input's dtype (staged through float32)
+  const Tensor x = randn({4, 3, 6}).to(kBFloat16);
+  EXPECT_TRUE(testutil::bitwise_equal(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5),
+                                      batch_norm(x.to(kFloat32), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5)
+                                          .to(kBFloat16)));
   testutil::expect_error([] { batch_norm(ones({4, 2}, kBFloat16), Tensor(), Tensor(), ones({2}), ones({2}, kFloat64),
                                          true, 0.1, 1e-5); },
                          "bias is float64 but the input is bfloat16 and the other channel vectors are float32");

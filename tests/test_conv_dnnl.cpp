@@ -7,12 +7,14 @@
 #include <cmath>
 
 #include "core/cpu/dnnl_conv.h"
+#include "core/cpu/dnnl_matmul.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "test_helpers.h"
 
 using namespace ember;
 using testutil::expect_error;
+using testutil::expect_within_a_bfloat16_step;
 
 namespace {
 
@@ -119,6 +121,40 @@ TEST_F(ConvDnnl, SameResultsAtEveryThreadCountAsTheReference) {
     expect_identical(again.out, got.out);
     expect_identical(again.grad_x, got.grad_x);
     expect_identical(again.grad_w, got.grad_w);
+  }
+}
+
+// bfloat16 on a CPU with AVX512-BF16: oneDNN's convolutions against the reference staged through
+// float32 (the same bfloat16 inputs, float32 arithmetic, each output rounded once).
+TEST_F(ConvDnnl, BFloat16MatchesTheStagedReferenceWithinABFloat16Step) {
+  if (!cpu::cpu_has_bfloat16_products()) GTEST_SKIP() << "this CPU has no AVX512-BF16: bfloat16 is staged";
+  for (size_t i = 0; i < kCases.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "case " << i);
+    const Case& k = kCases[i];
+    const Result want = run(k, ConvBackend::Reference, kBFloat16);
+    const int64_t runs_before = cpu::dnnl_conv_counts().runs;
+    const Result got = run(k, ConvBackend::OneDNN, kBFloat16);
+    EXPECT_EQ(cpu::dnnl_conv_counts().runs - runs_before, 3);
+    expect_within_a_bfloat16_step(got.out, want.out);
+    expect_within_a_bfloat16_step(got.grad_x, want.grad_x);
+    expect_within_a_bfloat16_step(got.grad_w, want.grad_w);
+    if (k.bias) expect_within_a_bfloat16_step(got.grad_b, want.grad_b);
+  }
+}
+
+TEST_F(ConvDnnl, BFloat16WithoutTheInstructionsOrWithTheReferenceIsStaged) {
+  // The reference backend never runs oneDNN, whatever the dtype; on a CPU without AVX512-BF16
+  // neither does the oneDNN backend for bfloat16.
+  const Case& k = kCases[0];
+  const int64_t runs_before = cpu::dnnl_conv_counts().runs;
+  const Result staged = run(k, ConvBackend::Reference, kBFloat16);
+  EXPECT_EQ(cpu::dnnl_conv_counts().runs, runs_before);
+  EXPECT_EQ(staged.out.dtype(), kBFloat16);
+  EXPECT_EQ(staged.grad_w.dtype(), kBFloat16);
+  if (!cpu::cpu_has_bfloat16_products()) {
+    const Result onednn = run(k, ConvBackend::OneDNN, kBFloat16);
+    EXPECT_EQ(cpu::dnnl_conv_counts().runs, runs_before);
+    EXPECT_TRUE(testutil::bitwise_equal(onednn.out, staged.out));
   }
 }
 

@@ -17,6 +17,7 @@
 
 using namespace ember;
 using testutil::expect_error;
+using testutil::expect_within_a_bfloat16_step;
 using testutil::GemmBackendScope;
 using testutil::values;
 
@@ -132,22 +133,6 @@ TEST_F(GemmBackends, Float64RunsOnOpenBLASWhicheverIsChosen) {
 
 // bfloat16 products (Note [bfloat16 products through oneDNN]): oneDNN's against the float32 product
 // of the same bfloat16 inputs rounded once (the staged path, which the OpenBLAS choice takes).
-// They differ only in the order of the float32 additions, so by at most one bfloat16 step.
-void expect_within_a_bfloat16_step(const Tensor& onednn, const Tensor& staged) {
-  ASSERT_EQ(onednn.dtype(), kBFloat16);
-  ASSERT_EQ(staged.dtype(), kBFloat16);
-  ASSERT_EQ(onednn.shape(), staged.shape());
-  const std::vector<double> got = values(onednn), want = values(staged);
-  double scale = 0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  int differing = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_LE(std::abs(got[i] - want[i]), 0x1p-7 * std::abs(want[i]) + 1e-5 * scale) << "element " << i;
-    differing += got[i] != want[i];
-  }
-  EXPECT_LE(differing, static_cast<int>(got.size() / 10) + 1) << "most elements should round alike";
-}
-
 TEST_F(GemmBackends, BFloat16ProductsMatchTheStagedFloat32Ones) {
   if (!cpu::cpu_has_bfloat16_products()) GTEST_SKIP() << "this CPU has no AVX512-BF16: bfloat16 is staged";
   const int64_t runs_before = cpu::dnnl_matmul_runs();

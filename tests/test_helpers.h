@@ -2,6 +2,8 @@
 // Assertions shared by the test files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -49,6 +51,25 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 // Element-wise |got - expected| <= tol.
+// A bfloat16 result of oneDNN (products, convolutions) against the float32 computation of the same
+// bfloat16 inputs rounded once (the staged path). Both accumulate in float32 and round once; they
+// differ only in the order of the additions, so by at most one bfloat16 step, and most elements
+// round alike.
+inline void expect_within_a_bfloat16_step(const Tensor& onednn, const Tensor& staged) {
+  ASSERT_EQ(onednn.dtype(), kBFloat16);
+  ASSERT_EQ(staged.dtype(), kBFloat16);
+  ASSERT_EQ(onednn.shape(), staged.shape());
+  const std::vector<double> got = values(onednn), want = values(staged);
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  int differing = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - want[i]), 0x1p-7 * std::abs(want[i]) + 1e-5 * scale) << "element " << i;
+    differing += got[i] != want[i];
+  }
+  EXPECT_LE(differing, static_cast<int>(got.size() / 10) + 1) << "most elements should round alike";
+}
+
 inline void expect_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
   std::vector<double> got = values(t);
   ASSERT_EQ(got.size(), expected.size());

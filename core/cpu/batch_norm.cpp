@@ -1,11 +1,13 @@
 // CPU kernels of batch normalisation over x seen as [n, c, s] (s = spatial size). Sums run in
 // float lanes folded into double (Note [Lane reductions]) and the loops through simd_dispatch;
 // each channel is independent, so channels are the parallel axis. The per-element math (apply,
-// grad_x) is core/kernel_bodies/batch_norm.h, which the CUDA kernels run too.
+// grad_x) is core/kernel_bodies/batch_norm.h, which the CUDA kernels run too. A bfloat16 or
+// float16 x with float32 channel vectors computes in float32 as it is loaded (Stats below).
 #include <cmath>
 
 #include "core/cpu/loops.h"
 #include "core/kernel_bodies/batch_norm.h"
+#include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
@@ -23,23 +25,38 @@ double channel_sum(int64_t n, int64_t c, int64_t s, int64_t ch, const Load& load
   return total;
 }
 
+// The channel vectors' element type for elements T: float32 for a 16-bit x (Note [Mixed-dtype
+// batch norm] in core/ops/batch_norm.cpp), T itself otherwise. A 16-bit x widens to float32 as it
+// is loaded and each result rounds once as it is stored, so the kernels give bitwise what staging
+// through float32 gives, without its conversion passes over x, g and the outputs.
+template <class T>
+using Stats = math::Compute<T>;
+
+// Whether the kernels take x with channel vectors of `stats`'s dtype themselves; a 16-bit x with
+// 16-bit vectors (batch_norm without float32 ones) is staged through float32 instead.
+bool takes_directly(const Tensor& x, const Tensor& stats) {
+  return stats.dtype() == (is_sixteen_bit(x.dtype()) ? kFloat32 : x.dtype());
+}
+
 void batch_norm_stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var) {
-  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
+  if (!takes_directly(x, mean)) return kernels::batch_norm_stats.staged(&batch_norm_stats_cpu, x, n, c, s, mean, var);
+  dispatch_floating_or_sixteen_bit(x.dtype(), "batch_norm", [&]<class T>() {
+    using S = Stats<T>;
     const T* px = x.data<T>();
-    T* pm = mean.data<T>();
-    T* pv = var.data<T>();
+    S* pm = mean.data<S>();
+    S* pv = var.data<S>();
     const double count = static_cast<double>(n * s);
     parallel_for(c, n * c * s, [&](int64_t ch) {
       simd_dispatch([&] {
-        const double mu = channel_sum<T>(n, c, s, ch, [px](int64_t at) { return px[at]; }) / count;
+        const double mu = channel_sum<S>(n, c, s, ch, [px](int64_t at) { return static_cast<S>(px[at]); }) / count;
         // second pass: no cancellation from E[x^2] - E[x]^2
-        const T m = static_cast<T>(mu);
-        const double sq = channel_sum<T>(n, c, s, ch, [px, m](int64_t at) {
-          const T d = px[at] - m;
+        const S m = static_cast<S>(mu);
+        const double sq = channel_sum<S>(n, c, s, ch, [px, m](int64_t at) {
+          const S d = static_cast<S>(px[at]) - m;
           return d * d;
         });
         pm[ch] = m;
-        pv[ch] = static_cast<T>(sq / count);
+        pv[ch] = static_cast<S>(sq / count);
       });
     });
   });
@@ -47,16 +64,20 @@ void batch_norm_stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
 
 void batch_norm_apply_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& invstd,
                           const Tensor& weight, const Tensor& bias, const Tensor& out) {
-  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    const T *px = x.data<T>(), *pm = mean.data<T>(), *pi = invstd.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+  if (!takes_directly(x, mean))
+    return kernels::batch_norm_apply.staged(&batch_norm_apply_cpu, x, n, c, s, mean, invstd, weight, bias, out);
+  dispatch_floating_or_sixteen_bit(x.dtype(), "batch_norm", [&]<class T>() {
+    using S = Stats<T>;
+    const T* px = x.data<T>();
+    const S *pm = mean.data<S>(), *pi = invstd.data<S>();
+    const S* pw = weight.defined() ? weight.data<S>() : nullptr;
+    const S* pb = bias.defined() ? bias.data<S>() : nullptr;
     T* po = out.data<T>();
     parallel_for(n * c, n * c * s, [&](int64_t r) {
-      const batch_norm_bodies::Affine<T> affine = batch_norm_bodies::affine(pm, pi, pw, pb, r % c);
+      const batch_norm_bodies::Affine<S> affine = batch_norm_bodies::affine(pm, pi, pw, pb, r % c);
       const T* in = px + r * s;
       T* o = po + r * s;
-      for (int64_t j = 0; j < s; ++j) o[j] = batch_norm_bodies::apply(in[j], affine);
+      for (int64_t j = 0; j < s; ++j) o[j] = static_cast<T>(batch_norm_bodies::apply(static_cast<S>(in[j]), affine));
     });
   });
 }
@@ -71,44 +92,71 @@ void batch_norm_apply_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
 void batch_norm_backward_cpu(const Tensor& grad_out, const Tensor& x, int64_t n, int64_t c, int64_t s,
                              const Tensor& mean, const Tensor& invstd, const Tensor& weight, const Tensor& grad_x,
                              const Tensor& grad_weight, const Tensor& grad_bias) {
-  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    const T *pg = grad_out.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(), *pi = invstd.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+  if (!takes_directly(x, mean) || grad_out.dtype() != x.dtype())
+    return kernels::batch_norm_backward.staged(&batch_norm_backward_cpu, grad_out, x, n, c, s, mean, invstd, weight,
+                                               grad_x, grad_weight, grad_bias);
+  dispatch_floating_or_sixteen_bit(x.dtype(), "batch_norm", [&]<class T>() {
+    using S = Stats<T>;
+    const T *pg = grad_out.data<T>(), *px = x.data<T>();
+    const S *pm = mean.data<S>(), *pi = invstd.data<S>();
+    const S* pw = weight.defined() ? weight.data<S>() : nullptr;
     T* pgx = grad_x.data<T>();
-    T* pgw = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
-    T* pgb = grad_bias.defined() ? grad_bias.data<T>() : nullptr;
+    S* pgw = grad_weight.defined() ? grad_weight.data<S>() : nullptr;
+    S* pgb = grad_bias.defined() ? grad_bias.data<S>() : nullptr;
     const double count = static_cast<double>(n * s);
     parallel_for(c, n * c * s, [&](int64_t ch) {
       simd_dispatch([&] {
-        const T m = pm[ch];
+        const S m = pm[ch];
         const double inv = static_cast<double>(pi[ch]);
-        const double sum_g = channel_sum<T>(n, c, s, ch, [pg](int64_t at) { return pg[at]; });
-        const double sum_g_xhat =
-            inv * channel_sum<T>(n, c, s, ch, [pg, px, m](int64_t at) { return pg[at] * (px[at] - m); });
-        if (pgw) pgw[ch] = static_cast<T>(sum_g_xhat);
-        if (pgb) pgb[ch] = static_cast<T>(sum_g);
-        // dL/dx = k (M g - sum(g) - xhat sum(g xhat)) = a g - b - cx (x - mean), in T
-        const batch_norm_bodies::GradInput<T> k = batch_norm_bodies::grad_input_coefficients<T>(
+        const double sum_g = channel_sum<S>(n, c, s, ch, [pg](int64_t at) { return static_cast<S>(pg[at]); });
+        const double sum_g_xhat = inv * channel_sum<S>(n, c, s, ch, [pg, px, m](int64_t at) {
+          return static_cast<S>(pg[at]) * (static_cast<S>(px[at]) - m);
+        });
+        if (pgw) pgw[ch] = static_cast<S>(sum_g_xhat);
+        if (pgb) pgb[ch] = static_cast<S>(sum_g);
+        // dL/dx = k (M g - sum(g) - xhat sum(g xhat)) = a g - b - cx (x - mean), in S
+        const batch_norm_bodies::GradInput<S> k = batch_norm_bodies::grad_input_coefficients<S>(
             sum_g, sum_g_xhat, inv, pw ? static_cast<double>(pw[ch]) : 1.0, count);
         for (int64_t i = 0; i < n; ++i) {
           const int64_t at = (i * c + ch) * s;
           const T *g = pg + at, *in = px + at;
           T* out = pgx + at;
-          for (int64_t j = 0; j < s; ++j) out[j] = batch_norm_bodies::grad_input(k, m, g[j], in[j]);
+          for (int64_t j = 0; j < s; ++j)
+            out[j] = static_cast<T>(batch_norm_bodies::grad_input(k, m, static_cast<S>(g[j]), static_cast<S>(in[j])));
         }
       });
     });
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::batch_norm_stats, DeviceType::CPU, &batch_norm_stats_cpu) &&
-                        kernels::add_kernel(kernels::batch_norm_apply, DeviceType::CPU, &batch_norm_apply_cpu) &&
-                        kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CPU, &batch_norm_backward_cpu) &&
-                        // the forwards, composed of the two kernels above (Note [Batch-norm forward slots])
-                        kernels::add_kernel(kernels::batch_norm_train_forward, DeviceType::CPU,
-                                            &kernels::batch_norm_train_forward_by_parts) &&
-                        kernels::add_kernel(kernels::batch_norm_eval_forward, DeviceType::CPU,
-                                            &kernels::batch_norm_eval_forward_by_parts);
+// The forwards, composed of the two kernels above (Note [Batch-norm forward slots]); a 16-bit x
+// with 16-bit channel vectors is staged whole, so that its statistics are float32 throughout.
+void batch_norm_train_forward_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& weight,
+                                  const Tensor& bias, double eps, const kernels::BatchNormRunning& running,
+                                  const Tensor& out, const Tensor& mean, const Tensor& invstd) {
+  if (!takes_directly(x, mean))
+    return kernels::batch_norm_train_forward.staged(&batch_norm_train_forward_cpu, x, n, c, s, weight, bias, eps,
+                                                    running, out, mean, invstd);
+  kernels::batch_norm_train_forward_by_parts(x, n, c, s, weight, bias, eps, running, out, mean, invstd);
+}
+
+void batch_norm_eval_forward_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& running_mean,
+                                 const Tensor& running_var, const Tensor& weight, const Tensor& bias, double eps,
+                                 const Tensor& out) {
+  if (!takes_directly(x, running_mean))
+    return kernels::batch_norm_eval_forward.staged(&batch_norm_eval_forward_cpu, x, n, c, s, running_mean,
+                                                   running_var, weight, bias, eps, out);
+  kernels::batch_norm_eval_forward_by_parts(x, n, c, s, running_mean, running_var, weight, bias, eps, out);
+}
+
+// Every slot takes 16-bit inputs itself, staging those it does not compute on.
+constexpr kernels::SixteenBit kDirect = kernels::SixteenBit::Native;
+const bool registered =
+    kernels::add_kernel(kernels::batch_norm_stats, DeviceType::CPU, &batch_norm_stats_cpu, kDirect) &&
+    kernels::add_kernel(kernels::batch_norm_apply, DeviceType::CPU, &batch_norm_apply_cpu, kDirect) &&
+    kernels::add_kernel(kernels::batch_norm_backward, DeviceType::CPU, &batch_norm_backward_cpu, kDirect) &&
+    kernels::add_kernel(kernels::batch_norm_train_forward, DeviceType::CPU, &batch_norm_train_forward_cpu, kDirect) &&
+    kernels::add_kernel(kernels::batch_norm_eval_forward, DeviceType::CPU, &batch_norm_eval_forward_cpu, kDirect);
 
 }  // namespace
 }  // namespace ember::cpu

@@ -208,8 +208,11 @@ class SampleSplit {
 
 bool use_onednn() { return conv_backend() == ConvBackend::OneDNN; }
 
+// The kernels are registered for bfloat16 (Note [Convolution through oneDNN]): oneDNN computes on
+// it where the CPU has AVX512-BF16; otherwise the im2col kernel runs staged through float32.
 void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
   if (use_onednn() && conv2d_forward_dnnl(x, weight, g, out)) return;
+  if (x.dtype() == kBFloat16) return kernels::conv2d_forward.staged(&conv2d_forward_cpu, x, weight, g, out);
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   const SampleSplit split(g.n, is_pointwise(g) ? 0 : ck * cells, x.dtype());
   dispatch_floating(x.dtype(), "conv2d", [&]<class T>() {
@@ -224,6 +227,8 @@ void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g
 
 void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
   if (use_onednn() && conv2d_backward_input_dnnl(grad, weight, g, grad_x)) return;
+  if (grad.dtype() == kBFloat16)
+    return kernels::conv2d_backward_input.staged(&conv2d_backward_input_cpu, grad, weight, g, grad_x);
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow, plane = g.c * g.h * g.w;
   const bool pointwise = is_pointwise(g);
   const SampleSplit split(g.n, pointwise ? 0 : ck * cells, grad.dtype());
@@ -241,6 +246,8 @@ void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const W
 
 void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
   if (use_onednn() && conv2d_backward_weight_dnnl(grad, x, g, grad_weight)) return;
+  if (grad.dtype() == kBFloat16)
+    return kernels::conv2d_backward_weight.staged(&conv2d_backward_weight_cpu, grad, x, g, grad_weight);
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1), cells = g.oh * g.ow, size = oc * ck;
   // A worker's scratch: its partial sum of the weight gradient, then a sample's columns.
   const SampleSplit split(g.n, size + (is_pointwise(g) ? 0 : ck * cells), x.dtype());
@@ -262,9 +269,11 @@ void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Windo
 }
 
 const bool registered =
-    kernels::add_kernel(kernels::conv2d_forward, DeviceType::CPU, &conv2d_forward_cpu) &&
-    kernels::add_kernel(kernels::conv2d_backward_input, DeviceType::CPU, &conv2d_backward_input_cpu) &&
-    kernels::add_kernel(kernels::conv2d_backward_weight, DeviceType::CPU, &conv2d_backward_weight_cpu);
+    kernels::add_kernel(kernels::conv2d_forward, DeviceType::CPU, &conv2d_forward_cpu, kernels::SixteenBit::BFloat16) &&
+    kernels::add_kernel(kernels::conv2d_backward_input, DeviceType::CPU, &conv2d_backward_input_cpu,
+                        kernels::SixteenBit::BFloat16) &&
+    kernels::add_kernel(kernels::conv2d_backward_weight, DeviceType::CPU, &conv2d_backward_weight_cpu,
+                        kernels::SixteenBit::BFloat16);
 
 }  // namespace
 }  // namespace ember::cpu

@@ -19,6 +19,11 @@
 //  - Scratch memory (the primitives' scratchpads, the reordered tensors) comes from ember's
 //    allocator, so the memory statistics count it, as they count the reference's columns.
 //  - The bias stays with the op (core/ops/conv.cpp): one add and one sum on either path.
+//  - bfloat16: on a CPU with AVX512-BF16 the same primitives run on bfloat16 tensors (the
+//    products in hardware, Note [bfloat16 products through oneDNN]); oneDNN accumulates in
+//    float32 and rounds each output once, the numbers of the float32 convolution of the same
+//    bfloat16 values, rounded, up to the order of the additions. Elsewhere a bfloat16
+//    convolution is staged through float32 (core/cpu/conv.cpp).
 #include "core/cpu/dnnl_conv.h"
 
 #if EMBER_WITH_DNNL
@@ -31,6 +36,7 @@
 #include <unordered_map>
 
 #include "core/cpu/dnnl_common.h"
+#include "core/cpu/dnnl_matmul.h"
 
 namespace ember::cpu {
 namespace {
@@ -70,17 +76,17 @@ struct Key {
   Direction direction;
   Window2d g;
   int64_t oc;
+  memory::data_type type;  // of all three tensors: f32 or bf16
   int threads;
   bool operator==(const Key& k) const {
     const Window2d& h = k.g;
-    return direction == k.direction && oc == k.oc && threads == k.threads && g.n == h.n && g.c == h.c &&
+    return direction == k.direction && oc == k.oc && type == k.type && threads == k.threads && g.n == h.n &&
+           g.c == h.c &&
            g.h == h.h && g.w == h.w && g.kh == h.kh && g.kw == h.kw && g.sh == h.sh && g.sw == h.sw &&
            g.ph == h.ph && g.pw == h.pw && g.dh == h.dh && g.dw == h.dw && g.oh == h.oh && g.ow == h.ow;
   }
 };
 
-memory::desc plain_desc(const memory::dims& dims, Tag tag) { return {dims, memory::data_type::f32, tag}; }
-memory::desc any_desc(const memory::dims& dims) { return {dims, memory::data_type::f32, Tag::any}; }
 
 // oneDNN's "ref:" implementations are plain loops, slower than ember's im2col: those cases stay
 // with the reference.
@@ -98,6 +104,8 @@ std::shared_ptr<const Conv> create(const Key& key) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const auto& engine = cpu_engine();
+  const auto any_desc = [&](const memory::dims& dims) { return memory::desc(dims, key.type, Tag::any); };
+  const auto plain_desc = [&](const memory::dims& dims, Tag tag) { return memory::desc(dims, key.type, tag); };
   const dnnl::convolution_forward::primitive_desc forward(
       {dnnl::prop_kind::forward_training, algo, any_desc(src), any_desc(wei), any_desc(dst), stride, dilation, pad,
        pad},
@@ -143,7 +151,7 @@ Cache& cache() {
 
 std::atomic<int64_t> runs{0};
 
-// Runs `conv` on plain float buffers a, b -> out, reordering where its layouts differ.
+// Runs `conv` on plain buffers a, b -> out, reordering where its layouts differ.
 void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& out) {
   const auto& engine = cpu_engine();
   dnnl::stream stream(engine);
@@ -166,9 +174,11 @@ void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& o
 }
 
 bool run(Direction direction, const Tensor& a, const Tensor& b, const Window2d& g, int64_t oc, const Tensor& out) {
-  if (a.dtype() != kFloat32) return false;
+  const bool bfloat16 = a.dtype() == kBFloat16 && cpu_has_bfloat16_products();
+  if ((a.dtype() != kFloat32 && !bfloat16) || b.dtype() != a.dtype() || out.dtype() != a.dtype()) return false;
   if (g.n == 0 || g.c == 0 || oc == 0 || g.oh == 0 || g.ow == 0) return false;
-  const auto conv = cache().get({direction, g, oc, omp_get_max_threads()});
+  const auto type = bfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto conv = cache().get({direction, g, oc, type, omp_get_max_threads()});
   if (!conv) return false;
   execute(*conv, a, b, out);
   ++runs;

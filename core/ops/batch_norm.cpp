@@ -137,8 +137,10 @@ struct BatchNormEval : Function<BatchNormEval> {
 // averaged over many steps need more than 8 significant bits. So a 16-bit input may come with
 // float32 channel vectors. The output and x's gradient are in x's dtype; the batch's mean and
 // invstd, the running statistics and the weight's and bias's gradients stay float32, and the
-// kernels compute in float32 (the 16-bit tensors staged, Note [Sixteen-bit floats through
-// float32]). The channel vectors share one dtype: x's, or float32 for a 16-bit x.
+// kernels compute in float32: the CPU's widen each 16-bit element as they load it and round each
+// result once as they store it (core/cpu/batch_norm.cpp), which is bitwise what staging the 16-bit
+// tensors through float32 gives (Note [Sixteen-bit floats through float32]) without the copies.
+// The channel vectors share one dtype: x's, or float32 for a 16-bit x.
 void check_channel_vector(const Tensor& v, int64_t channels, const Tensor& x, DType stats, const char* what) {
   if (!v.defined()) return;
   EMBER_CHECK(v.dim() == 1 && v.size(0) == channels, "[batch_norm] ", what, " of shape ", shape_str(v.shape()),
