@@ -10,8 +10,11 @@
 // Note [Sixteen-bit floats through float32]), up to the order of the float32 additions.
 //  - The operands are ember's tensors in place: a batch of one level (a 3-D desc with its batch
 //    stride; a stride of 0 is a batch dimension of 1, which oneDNN broadcasts) and the last two
-//    dims row- or column-major (a transposed view), as gemm_layout reads them. A batch of two
-//    levels that does not fold into one runs one primitive call per outer matrix.
+//    dims row- or column-major (a transposed view), as gemm_layout reads them. An operand whose
+//    batch does not fold into one level is copied first: attention's per-head views of [batch,
+//    tokens, heads, features] are such batches, and oneDNN 2.6 multiplies them (as one call per
+//    outer matrix, its heads the batch) only with a generic gemm that took 15 of the GPT's 102 ms
+//    step under autocast; the copy is the size of one operand, a small part of the product's time.
 //  - accumulate (out holds a bias, Note [A bias in the product]) is oneDNN's sum post-op: out =
 //    round(a @ c + out), added in float32.
 //  - Primitives are cached by shapes, strides and thread count (dnnl_common::PrimitiveCache).
@@ -98,9 +101,9 @@ void describe(const Tensor& t, const Level& level, memory::dims& dims, memory::d
   strides = {broadcast ? matrix : level.stride, layout.transposed ? 1 : layout.ld, layout.transposed ? layout.ld : 1};
 }
 
-// Products [count, M, K] x [count, K, N] -> out at `out_offset` elements, from a_offset, c_offset.
+// Products [count, M, K] x [count, K, N] -> out.
 bool run_level(const Tensor& a, const Tensor& c, const Tensor& out, bool accumulate, const Level& la, const Level& lc,
-               int64_t count, int64_t a_offset, int64_t c_offset, int64_t out_offset) {
+               int64_t count) {
   Key key;
   describe(a, la, key.a_dims, key.a_strides);
   describe(c, lc, key.c_dims, key.c_strides);
@@ -110,13 +113,13 @@ bool run_level(const Tensor& a, const Tensor& c, const Tensor& out, bool accumul
   const auto product = cache().get(key);
   if (!product) return false;
   const auto& engine = dnnl_common::cpu_engine();
-  auto* a_data = const_cast<bfloat16*>(a.data<bfloat16>()) + a_offset;
-  auto* c_data = const_cast<bfloat16*>(c.data<bfloat16>()) + c_offset;
+  auto* a_data = const_cast<bfloat16*>(a.data<bfloat16>());
+  auto* c_data = const_cast<bfloat16*>(c.data<bfloat16>());
   dnnl::stream stream(engine);
   dnnl_common::Scratch pad;
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(product->a, engine, a_data)},
                                        {DNNL_ARG_WEIGHTS, memory(product->c, engine, c_data)},
-                                       {DNNL_ARG_DST, memory(product->out, engine, out.data<bfloat16>() + out_offset)}};
+                                       {DNNL_ARG_DST, memory(product->out, engine, out.data<bfloat16>())}};
   if (product->scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, pad.view(product->scratchpad));
   product->primitive.execute(stream, args);
   stream.wait();
@@ -130,22 +133,25 @@ std::optional<Level> one_level(const kernels::GemmBatch& b) {
   return Level{b.count(), b.inner == 1 ? b.outer_stride : b.inner_stride};
 }
 
+// An operand whose batch does not lie at multiples of one stride, copied into one that does (see
+// the Note), so that every product is a single call. A transposed matrix stays transposed, so the
+// copy reads and writes whole rows instead of gathering single elements.
+Tensor with_one_level(const Tensor& t) {
+  if (one_level(kernels::gemm_batch(t))) return t;
+  if (kernels::gemm_layout(t).transposed) return t.transpose(-2, -1).contiguous().transpose(-2, -1);
+  return t.contiguous();
+}
+
 }  // namespace
 
 bool matmul_bfloat16_dnnl(const Tensor& a, const Tensor& c, const Tensor& out, bool accumulate) {
   if (!cpu_has_bfloat16_products() || gemm_backend() != GemmBackend::OneDNN) return false;
   const int64_t m = a.size(-2), k = a.size(-1), n = c.size(-1);
   if (m == 0 || n == 0 || k == 0) return false;
-  const kernels::GemmBatch ba = kernels::gemm_batch(a), bc = kernels::gemm_batch(c);
+  const Tensor a_one = with_one_level(a), c_one = with_one_level(c);
+  const kernels::GemmBatch ba = kernels::gemm_batch(a_one), bc = kernels::gemm_batch(c_one);
   const auto la = one_level(ba), lc = one_level(bc);
-  if (la && lc) return run_level(a, c, out, accumulate, *la, *lc, ba.count(), 0, 0, 0);
-  // Two levels: one call per outer matrix, its inner matrices as the batch. The first call
-  // decides for all (they share the key), so a rejected case returns before writing anything.
-  const Level ia{ba.inner, ba.inner_stride}, ic{bc.inner, bc.inner_stride};
-  for (int64_t o = 0; o < ba.outer; ++o)
-    if (!run_level(a, c, out, accumulate, ia, ic, ba.inner, o * ba.outer_stride, o * bc.outer_stride, o * ba.inner * m * n))
-      return false;
-  return true;
+  return la && lc && run_level(a_one, c_one, out, accumulate, *la, *lc, ba.count());
 }
 
 int64_t dnnl_matmul_runs() { return runs.load(); }

@@ -83,18 +83,34 @@ void for_each_row(const std::array<const Tensor*, N>& ops, Body body) {
     }
     return;
   }
-#pragma omp parallel for if (total > kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  // Rows in chunks, one per thread: each chunk finds its first row's pointers by division and
+  // steps from there like an odometer (no division per row: a row can be as short as a head's
+  // 32 features, and three 64-bit divisions cost more than copying it).
+  const int64_t chunks = total > kParallelGrain ? std::min<int64_t>(rows, omp_get_max_threads()) : 1;
+#pragma omp parallel for if (chunks > 1) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * rows / chunks, end = (c + 1) * rows / chunks;
     std::array<char*, N> p = l.bases;
-    int64_t rem = r;
+    Shape index(static_cast<size_t>(ndim), 0);  // the row's position in the outer dims
+    int64_t rem = begin;
     for (int64_t d = ndim - 2; d >= 0; --d) {
-      int64_t i = rem % l.shape[static_cast<size_t>(d)];
-      rem /= l.shape[static_cast<size_t>(d)];
-      for (size_t k = 0; k < N; ++k) p[k] += i * l.strides[k][static_cast<size_t>(d)] * l.elem_size[k];
+      const auto du = static_cast<size_t>(d);
+      index[du] = rem % l.shape[du];
+      rem /= l.shape[du];
+      for (size_t k = 0; k < N; ++k) p[k] += index[du] * l.strides[k][du] * l.elem_size[k];
     }
-    body(p, inner, row);
+    for (int64_t r = begin; r < end; ++r) {
+      body(p, inner, row);
+      if (r + 1 == end) break;
+      for (int64_t d = ndim - 2; d >= 0; --d) {  // the next row: carry through the outer dims
+        const auto du = static_cast<size_t>(d);
+        for (size_t k = 0; k < N; ++k) p[k] += l.strides[k][du] * l.elem_size[k];
+        if (++index[du] < l.shape[du]) break;
+        index[du] = 0;
+        for (size_t k = 0; k < N; ++k) p[k] -= l.shape[du] * l.strides[k][du] * l.elem_size[k];
+      }
+    }
   }
 }
-
 
 }  // namespace ember::cpu
