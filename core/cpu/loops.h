@@ -6,7 +6,9 @@
 // shape becomes one long row and a bias broadcast over a batch becomes a 2-D loop. The kernel
 // body then runs once per row with a plain pointer-and-stride inner loop the compiler can
 // vectorise when every inner stride is 1. Rows (or, for one long row, chunks of it) are spread
-// over OpenMP threads; small tensors stay on one thread because waking the team costs more.
+// over OpenMP threads; small tensors stay on one thread because waking the team costs more. Each
+// thread finds its first row's pointers by division and then steps row to row like an odometer:
+// rows can be as short as an attention head's 32 features.
 //
 // The CPU kernels' other building blocks have a header each, all included here: parallel.h (the
 // grain and parallel_for), simd_dispatch.h (the vector level of a loop), vmath.h (vectorisable
@@ -83,9 +85,8 @@ void for_each_row(const std::array<const Tensor*, N>& ops, Body body) {
     }
     return;
   }
-  // Rows in chunks, one per thread: each chunk finds its first row's pointers by division and
-  // steps from there like an odometer (no division per row: a row can be as short as a head's
-  // 32 features, and three 64-bit divisions cost more than copying it).
+  // Rows in chunks, one per thread (see the Note): no division per row, since three 64-bit
+  // divisions cost more than copying a row of 32 features.
   const int64_t chunks = total > kParallelGrain ? std::min<int64_t>(rows, omp_get_max_threads()) : 1;
 #pragma omp parallel for if (chunks > 1) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
