@@ -98,6 +98,24 @@ TEST(Tensor, ContiguousCloneAndCast) {
   EXPECT_EQ(values(wide.to(kUInt8)), (std::vector<double>{44, 2}));  // wraps modulo 256, as C++ and PyTorch
 }
 
+// Strided views with an empty dim, and rows of a few elements across many outer dims: the
+// elementwise loops visit each row once, stepping through the outer dims (Note [CPU elementwise
+// loops]), and visit nothing when a dim is 0.
+TEST(Tensor, StridedCopiesAndOpsVisitEveryRowOnce) {
+  for (const Shape& shape : {Shape{0, 3, 4}, Shape{3, 0, 4}, Shape{3, 4, 0}}) {
+    const Tensor x = zeros(shape).permute({2, 0, 1});
+    EXPECT_EQ(x.contiguous().numel(), 0);
+    EXPECT_EQ((x + x).numel(), 0);
+  }
+  const Tensor x = arange(2 * 3 * 5 * 7).reshape({2, 3, 5, 7});
+  const Tensor y = x.permute({0, 2, 1, 3}).contiguous();  // rows of 7 across 2 x 5 x 3 outer dims
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 5; ++b)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t d = 0; d < 7; ++d) ASSERT_EQ(y.at({a, b, c, d}), x.at({a, c, b, d}));
+  EXPECT_EQ(values(x.permute({0, 2, 1, 3}) * 2.0), values(y * 2.0));
+}
+
 // Note [Float to integer conversion]: one rule on every device, for the cases C++ leaves undefined.
 TEST(Tensor, FloatToIntegerConversionSaturatesThenWraps) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();

@@ -73,7 +73,7 @@ void for_each_row(const std::array<const Tensor*, N>& ops, Body body) {
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < ndim; ++d) rows *= l.shape[static_cast<size_t>(d)];
   const int64_t total = rows * row;
-
+  if (total == 0) return;  // an empty dim: no row to visit (and none to divide by)
   if (rows == 1) {  // one long row: split it into chunks
     const int64_t chunks = total > kParallelGrain ? (total + kParallelGrain - 1) / kParallelGrain : 1;
 #pragma omp parallel for if (chunks > 1) schedule(static)
