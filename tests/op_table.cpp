@@ -67,12 +67,18 @@ std::vector<OpRow> make_table() {
   // --- elementwise arithmetic (broadcasting) ---
   add_row(row("add", {floating(m), floating({4})}, [](const V& x) { return add(x[0], x[1]); }) | integers_too);
   add_row(row("sub", {floating(m), floating({3, 1})}, [](const V& x) { return sub(x[0], x[1]); }) | integers_too);
+  add_row(variant("sub", "both broadcast", {floating({2, 1, 3}), floating({4, 1})},
+                  [](const V& x) { return sub(x[0], x[1]); }) |
+          integers_too);
   add_row(row("mul", {floating(m), floating(m)}, [](const V& x) { return mul(x[0], x[1]); }) | integers_too);
+  add_row(variant("mul", "broadcast", {floating(m), floating({3, 1})}, [](const V& x) { return mul(x[0], x[1]); }) |
+          integers_too);
   add_row(row("div", {floating(m), floating({4}, 0.5, 2.0)}, [](const V& x) { return div(x[0], x[1]); }) |
           integers_too);
   add_row(row("pow", {floating(m, 0.5, 2.0), floating({4})}, [](const V& x) { return pow(x[0], x[1]); }) |
           integers_too);
   add_row(variant("pow", "scalar exponent", {floating(m, 0.5, 2.0)}, [](const V& x) { return pow(x[0], 2.5); }));
+  add_row(variant("pow", "integer exponent, negative base", {floating(m)}, [](const V& x) { return pow(x[0], 3.0); }));
   add_row(row("maximum", {floating(m), floating({4})}, [](const V& x) { return maximum(x[0], x[1]); }) |
           integers_too);
   add_row(row("minimum", {floating(m), floating(m)}, [](const V& x) { return minimum(x[0], x[1]); }) | integers_too);
@@ -93,6 +99,12 @@ std::vector<OpRow> make_table() {
   add_row(row("clamp_max", {floating({8})}, [](const V& x) { return clamp_max(x[0], -0.25); }));
   add_row(variant("clamp", "tensor bounds", {floating(m), floating({4}, -2.0, -0.5), floating({3, 1}, 0.5, 2.0)},
                   [](const V& x) { return clamp(x[0], x[1], x[2]); }) |
+          integers_too);
+  add_row(variant("clamp", "tensor min", {floating(m), floating({4})},
+                  [](const V& x) { return clamp(x[0], x[1], Tensor()); }) |
+          integers_too);
+  add_row(variant("clamp", "tensor max, 0-d", {floating({2, 3}), floating({})},
+                  [](const V& x) { return clamp(x[0], Tensor(), x[1]); }) |
           integers_too);
   add_row(with_reference(row("relu", {floating({8})}, [](const V& x) { return relu(x[0]); }),
                          [](const V& x) { return maximum(x[0], zeros_like(x[0])); }));
@@ -123,6 +135,7 @@ std::vector<OpRow> make_table() {
   add_row(row("sum", {floating(m)}, [](const V& x) { return sum(x[0]); }) | integers_too);
   add_row(variant("sum", "dims, keepdim", {floating({2, 3, 4})}, [](const V& x) { return sum(x[0], {0, 2}, true); }) |
           integers_too);
+  add_row(variant("sum", "dims", {floating({2, 3, 4})}, [](const V& x) { return sum(x[0], {0, 2}); }) | integers_too);
   add_row(row("mean", {floating(m)}, [](const V& x) { return mean(x[0]); }));
   add_row(variant("mean", "dims", {floating({2, 3, 4})}, [](const V& x) { return mean(x[0], {1}); }));
   add_row(row("max", {floating(m)}, [](const V& x) { return max(x[0]); }) | integers_too);
@@ -134,13 +147,17 @@ std::vector<OpRow> make_table() {
     const Tensor d = x[0] - mean(x[0], {1}, true);
     return sum(d * d, {1}) / 4.0;
   }));
+  add_row(variant("var", "two dims", {floating({3, 4, 5})}, [](const V& x) { return var(x[0], {0, 2}); }));
   add_row(row("stddev", {floating({4, 5})}, [](const V& x) { return stddev(x[0], {0}, 0, true); }));
+  add_row(variant("stddev", "all dims", {floating({2, 3})}, [](const V& x) { return stddev(x[0], {}, 0); }));
   add_row(with_reference(row("softmax", {floating(m)}, [](const V& x) { return softmax(x[0], 1); }), [](const V& x) {
     const Tensor e = exp(x[0]);
     return e / sum(e, {1}, true);
   }));
+  add_row(variant("softmax", "dim 0", {floating({3, 5})}, [](const V& x) { return softmax(x[0], 0); }));
   add_row(with_reference(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }),
                          [](const V& x) { return x[0] - log(sum(exp(x[0]), {0}, true)); }));
+  add_row(variant("log_softmax", "last dim", {floating({2, 3, 4})}, [](const V& x) { return log_softmax(x[0], -1); }));
   add_row(with_reference(row("vector_norm", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 2.0, {1}); }),
                          [](const V& x) { return sqrt(sum(x[0] * x[0], {1})); }));
   add_row(variant("vector_norm", "ord 1, all dims", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 1.0); }));
@@ -170,11 +187,38 @@ std::vector<OpRow> make_table() {
   // --- products ---
   add_row(row("matmul", {floating({2, 3, 4}), floating({4, 5})}, [](const V& x) { return matmul(x[0], x[1]); }) |
           accumulates);
+  add_row(variant("matmul", "transposed operand", {floating({4, 3}), floating({4, 2})},
+                  [](const V& x) { return matmul(x[0].t(), x[1]); }) |
+          accumulates);
+  add_row(variant("matmul", "broadcast batch", {floating({2, 1, 3, 4}), floating({3, 4, 2})},
+                  [](const V& x) { return matmul(x[0], x[1]); }) |
+          accumulates);
+  add_row(variant("matmul", "1-D @ 2-D", {floating({4}), floating({4, 3})},
+                  [](const V& x) { return matmul(x[0], x[1]); }) |
+          accumulates);
+  add_row(variant("matmul", "2-D @ 1-D", {floating({2, 4}), floating({4})},
+                  [](const V& x) { return matmul(x[0], x[1]); }) |
+          accumulates);
+  add_row(variant("matmul", "1-D @ 1-D", {floating({4}), floating({4})},
+                  [](const V& x) { return matmul(x[0], x[1]); }) |
+          accumulates);
   add_row(row("linear", {floating({2, 3, 4}), floating({5, 4}), floating({5})},
               [](const V& x) { return linear(x[0], x[1], x[2]); }) |
           accumulates);
+  add_row(variant("linear", "1-D input", {floating({4}), floating({3, 4}), floating({3})},
+                  [](const V& x) { return linear(x[0], x[1], x[2]); }) |
+          accumulates);
   add_row(row("einsum", {floating({2, 3, 4}), floating({2, 4, 5})},
               [](const V& x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }) |
+          accumulates);
+  add_row(variant("einsum", "three operands", {floating({2, 3}), floating({2, 3, 4}), floating({2, 4})},
+                  [](const V& x) { return einsum("bn,anm,bm->ba", {x[0], x[1], x[2]}); }) |
+          accumulates);
+  add_row(variant("einsum", "repeated subscript", {floating({3, 3, 2}), floating({2, 4})},
+                  [](const V& x) { return einsum("iij,jk->ik", {x[0], x[1]}); }) |
+          accumulates);
+  add_row(variant("einsum", "size-1 dim broadcast", {floating({3, 4}), floating({1, 4})},
+                  [](const V& x) { return einsum("ij,ij->i", {x[0], x[1]}); }) |
           accumulates);
 
   // --- losses (targets are constants) ---
@@ -220,11 +264,24 @@ std::vector<OpRow> make_table() {
             const std::vector<Tensor> parts = split(x[0], Shape{1, 4}, 0);
             return cat({parts[1], parts[0] * 3.0}, 0);
           }) | integers_too);
+  add_row(variant("split", "an unused piece", {floating({5, 3})}, [](const V& x) {
+            const std::vector<Tensor> parts = split(x[0], Shape{2, 1, 2}, 0);
+            return sum(parts[0]) * sum(parts[2]);  // the middle piece gets no gradient
+          }) | integers_too);
   add_row(row("tril", {floating({4, 4})}, [](const V& x) { return tril(x[0], -1); }) | integers_too);
   add_row(row("triu", {floating({3, 5})}, [](const V& x) { return triu(x[0], 1); }) | integers_too);
   add_row(row("pad", {floating({2, 3, 4})}, [](const V& x) { return pad(x[0], {1, 2}, PadMode::Constant, 0.5); }) |
           integers_too);
+  add_row(variant("pad", "two dims, a crop", {floating({2, 3, 4})},
+                  [](const V& x) { return pad(x[0], {1, 2, -1, 1}, PadMode::Constant, 0.5); }) |
+          integers_too);
   add_row(variant("pad", "reflect", {floating({2, 3, 4})}, [](const V& x) { return pad(x[0], {2, 1}, PadMode::Reflect); }) |
+          integers_too);
+  add_row(variant("pad", "replicate", {floating({2, 3, 4})},
+                  [](const V& x) { return pad(x[0], {3, 0, 0, 2}, PadMode::Replicate); }) |
+          integers_too);
+  add_row(variant("pad", "circular, a crop", {floating({2, 3, 4})},
+                  [](const V& x) { return pad(x[0], {4, 2, 1, -1}, PadMode::Circular); }) |
           integers_too);
 
   // --- convolution, pooling, normalisation, dropout ---
@@ -246,6 +303,15 @@ std::vector<OpRow> make_table() {
                            const Tensor d = x[0] - mean(x[0], {2}, true);
                            return d * rsqrt(mean(d * d, {2}, true) + 1e-5) * x[1] + x[2];
                          }));
+  add_row(variant("layer_norm", "two dims", {floating({2, 3, 4}), floating({3, 4}, 0.5, 1.5), floating({3, 4})},
+                  [](const V& x) { return layer_norm(x[0], {3, 4}, x[1], x[2]); }));
+  add_row(variant("layer_norm", "no affine, eps 1e-3", {floating({4, 5})},
+                  [](const V& x) { return layer_norm(x[0], {5}, Tensor(), Tensor(), 1e-3); }));
+  add_row(variant("layer_norm", "weight only", {floating({3, 5}), floating({5}, 0.5, 1.5)},
+                  [](const V& x) { return layer_norm(x[0], {5}, x[1]); }));
+  // A weight that wants no gradient: the input and the bias still get theirs.
+  add_row(variant("layer_norm", "constant weight", {floating({2, 5}), constant({5}, 0.5, 1.5), floating({5})},
+                  [](const V& x) { return layer_norm(x[0], {5}, x[1], x[2]); }));
   add_row(row("dropout", {floating({4, 6})}, [](const V& x) { return seeded_dropout(x[0]); }));
 
   // --- transformer building blocks ---
@@ -263,6 +329,28 @@ std::vector<OpRow> make_table() {
                     // every query keeps its own key, so no row of the mask is empty
                     const Tensor keep = maximum(x[3], triu(causal_mask(4, x[3].device())));
                     return scaled_dot_product_attention(x[0], x[1], x[2], keep);
+                  }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "causal, more queries than keys, scale",
+                  {floating({2, 1, 4, 2}), floating({2, 1, 3, 2}), floating({2, 1, 3, 3})},
+                  [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.6); }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "unbatched, a mask narrowed to causal, scale",
+                  {floating({3, 2}), floating({4, 2}), floating({4, 3}), mask({4})},
+                  [](const V& x) {
+                    const Tensor keep = causal_attn_mask(x[3], 3, 4);
+                    return scaled_dot_product_attention(x[0], x[1], x[2], keep, 0.0, false, 0.7);
+                  }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "float mask",
+                  {floating({3, 2}), floating({4, 2}), floating({4, 3}), constant({3, 4})},
+                  [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "a query that attends to nothing",
+                  {floating({3, 2}), floating({4, 2}), floating({4, 3})}, [](const V& x) {
+                    // query 1 may attend to no key: zeros, and no gradient (Note [Rows that attend to nothing])
+                    const Tensor keep = from_vector({1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0}, {3, 4}).to(kUInt8);
+                    return scaled_dot_product_attention(x[0], x[1], x[2], keep.to(x[0].device()));
                   }) |
           accumulates);
   return t;
