@@ -126,4 +126,9 @@ class Fixture {
   std::vector<std::string> order_;
 };
 
+// The fixture's tensor as a leaf that requires grad: an input whose gradients the file holds.
+inline Tensor fixture_leaf(const Fixture& f, const std::string& name) { return f.get(name).requires_grad_(); }
+// A 0/1 mask: the fixtures store masks as int64, ember's are uint8.
+inline Tensor fixture_mask(const Fixture& f, const std::string& name) { return f.get(name).to(kUInt8); }
+
 }  // namespace ember::testutil

@@ -527,7 +527,7 @@ const std::vector<OpExemption>& op_table_exemptions() {
       {"attention_weights", "the first half of scaled_dot_product_attention (its checks, cast and ops), whose rows "
                             "cover it; tests/test_attention.cpp checks its weights against PyTorch's through "
                             "nn::MultiheadAttention's need_weights"},
-      {"causal_attn_mask", "tril and a where or a product, which have rows; tests/test_transformer_ops.cpp pins "
+      {"causal_attn_mask", "tril and a where or a product, which have rows; tests/test_attention.cpp pins "
                            "its values"},
   };
   return exemptions;

@@ -60,4 +60,11 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
   return ::testing::AssertionFailure() << os.str();
 }
 
+// The tolerance of a result's dtype: float64 results are held to float64's.
+inline Tol tol_of(const Tensor& t) { return t.dtype() == kFloat64 ? kFloat64Tol : kFloat32Tol; }
+
 }  // namespace ember::testutil
+
+// `got` against the tensor `name` of the Fixture `f` (tests/fixture.h), within tol_of(got).
+#define EXPECT_MATCHES_FIXTURE(f, name, got) \
+  EXPECT_TRUE(::ember::testutil::all_close(name, got, (f).get(name), ::ember::testutil::tol_of(got)))

@@ -3,14 +3,22 @@
 // TransformerEncoderLayer in both norm orders and a 2-layer BERT-shaped TransformerEncoder. The
 // golden files are written by tests/fixtures/make_attention_fixtures.py (PyTorch 2.15; see that
 // script for what each file holds): forward values and the gradients of the inputs and of every
-// parameter, after loading PyTorch's state dict unchanged.
+// parameter, after loading PyTorch's state dict unchanged. The op itself also against the composed
+// ops, with dropout, through its deprecated argument order, what it saves for the backward, its
+// errors, and parity_attention*.txt of tests/fixtures/make_fixtures.py; the op table
+// (tests/op_table.cpp, Note [The op table]) adds the checks every op gets: gradcheck in float64
+// (causal, masks, scale, a query that attends to nothing), the float32 and 16-bit columns and
+// integer inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/autograd/engine.h"
+#include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "nn/nn.h"
@@ -23,6 +31,9 @@
 using namespace ember;
 using testutil::expect_error;
 using testutil::Fixture;
+using testutil::fixture_leaf;
+using testutil::fixture_mask;
+using testutil::SavedTensors;
 using testutil::values;
 
 namespace {
@@ -60,6 +71,8 @@ void expect_param_grads(const Fixture& f, nn::Module& m, const std::vector<std::
 }
 
 std::vector<int64_t> config_of(const Fixture& f) { return f.get("config").to_vector<int64_t>(); }
+
+using AttentionOps = testutil::SeededTest<7>;
 
 }  // namespace
 
@@ -113,6 +126,189 @@ TEST(Attention, DropoutUnderCheckpointGivesThePlainGradients) {
   EXPECT_TRUE(testutil::bitwise_equal(grads[0][1], grads[1][1]));
   EXPECT_FALSE(testutil::bitwise_equal(grads[0][0], grads[2][0]));  // the dropout did drop something
 }
+
+// --- scaled_dot_product_attention: the composed ops, dropout, what it saves, errors ---
+
+TEST_F(AttentionOps, AttentionIsSoftmaxOfScaledScoresTimesValues) {
+  const Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 6});
+  const Tensor plain = matmul(softmax(matmul(q, k.transpose(1, 2)) * 0.5, -1), v);
+  EXPECT_TRUE(
+      testutil::all_close("default scale", scaled_dot_product_attention(q, k, v), plain, testutil::kFloat32Tol));
+  // Causal: the first query sees only the first key, so its output is that key's value.
+  const Tensor causal = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  EXPECT_TRUE(testutil::all_close("causal row 0", causal.select(1, 0), v.select(1, 0), testutil::kFloat32Tol));
+  // A uint8 mask that allows one key per query: the output is that key's value.
+  const Tensor only_key_2 = from_vector({0, 0, 1, 0, 0}, {5}).to(kUInt8);
+  const Tensor picked = scaled_dot_product_attention(q, k, v, only_key_2, 0.0, false, 3.0);
+  EXPECT_TRUE(testutil::all_close("one key", picked, v.select(1, 2).unsqueeze(1).expand({2, 3, 6}).contiguous(),
+                                  testutil::kFloat32Tol));
+  // A query that may attend to no key gets zeros and no gradient, as PyTorch's math path since 2.5
+  // (Note [Rows that attend to nothing]); plain softmax keeps its NaN.
+  for (const Tensor& none : {zeros({5}, kUInt8), full({5}, -INFINITY)}) {
+    SCOPED_TRACE(none.dtype() == kUInt8 ? "uint8 mask" : "float mask");
+    const Tensor ql = q.detach().requires_grad_();
+    const Tensor out = scaled_dot_product_attention(ql, k, v, none);
+    EXPECT_EQ(values(out), std::vector<double>(out.numel(), 0.0));
+    sum(out).backward();
+    EXPECT_EQ(values(ql.grad()), std::vector<double>(q.numel(), 0.0));
+  }
+  EXPECT_TRUE(std::isnan(values(softmax(full({3}, -INFINITY), -1))[0]));
+}
+
+// Dropout drops the attention weights (not the output), from the default generator: the same
+// seed gives the same draw as dropout() on the weights would.
+TEST_F(AttentionOps, AttentionDropoutDropsTheWeights) {
+  const Tensor q = randn({2, 3, 4}), k = randn({2, 5, 4}), v = randn({2, 5, 6});
+  manual_seed(7);
+  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.4);
+  manual_seed(7);
+  const Tensor expected = matmul(dropout(softmax(matmul(q, k.transpose(1, 2)) * 0.5, -1), 0.4), v);
+  EXPECT_TRUE(testutil::all_close("dropped", out, expected, testutil::kFloat32Tol));
+  EXPECT_FALSE(testutil::all_close("differs from no dropout", out, scaled_dot_product_attention(q, k, v),
+                                   testutil::kFloat32Tol));
+  EXPECT_EQ(values(scaled_dot_product_attention(q, k, v, Tensor(), 1.0)), std::vector<double>(out.numel(), 0.0));
+}
+
+// The argument order before PyTorch's still compiles and means what it meant (causal and a mask
+// together: the mask narrowed to the causal pattern).
+TEST_F(AttentionOps, DeprecatedAttentionOrderForwards) {
+  const Tensor q = randn({2, 4, 3}), k = randn({2, 4, 3}), v = randn({2, 4, 5});
+  const Tensor keep = from_vector({1, 0, 1, 1}, {4}).to(kUInt8), bias = randn({4, 4});
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const Tensor old_causal = scaled_dot_product_attention(q, k, v, true);
+  const Tensor old_both = scaled_dot_product_attention(q, k, v, true, keep, 0.3);
+  const Tensor old_bias = scaled_dot_product_attention(q, k, v, false, bias);
+#pragma GCC diagnostic pop
+  const Tensor lower = tril(ones({4, 4}, kUInt8));
+  EXPECT_TRUE(testutil::all_close("causal", old_causal, scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true),
+                                  testutil::kFloat32Tol));
+  EXPECT_TRUE(testutil::all_close("causal and mask", old_both,
+                                  scaled_dot_product_attention(q, k, v, keep * lower, 0.0, false, 0.3),
+                                  testutil::kFloat32Tol));
+  EXPECT_TRUE(testutil::all_close("bias", old_bias, scaled_dot_product_attention(q, k, v, bias),
+                                  testutil::kFloat32Tol));
+  EXPECT_EQ(values(causal_attn_mask(keep, 3, 4)), std::vector<double>({1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0}));
+  const Tensor narrowed = causal_attn_mask(zeros({2, 3}), 2, 3);
+  EXPECT_EQ(values(narrowed), std::vector<double>({0, -INFINITY, -INFINITY, 0, 0, -INFINITY}));
+  expect_error([&] { causal_attn_mask(zeros({2, 3}), 3, 3); },
+               "[causal_attn_mask] attn_mask of shape [2, 3] does not broadcast with [L, S] = [3, 3]");
+}
+
+// Note [Scaled causal softmax]: without a mask the scaling and the causal mask happen inside one
+// softmax op; it must agree with the composed ops, with fewer queries than keys and more.
+TEST_F(AttentionOps, FusedScaledCausalSoftmaxMatchesComposedOps) {
+  for (const auto& [queries, keys] : {std::pair<int64_t, int64_t>{5, 7}, {7, 5}, {4, 4}}) {
+    SCOPED_TRACE(std::to_string(queries) + " queries, " + std::to_string(keys) + " keys");
+    const Tensor q = randn({2, 3, queries, 4}).requires_grad_(), k = randn({2, 3, keys, 4}).requires_grad_();
+    const Tensor v = randn({2, 3, keys, 6}).requires_grad_(), w = randn({2, 3, queries, 6});
+    const Tensor lower = tril(ones({queries, keys}, kUInt8));
+    for (const bool causal : {false, true}) {
+      const Tensor fused = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, causal, 0.7);
+      Tensor scores = matmul(q, k.transpose(-2, -1)) * 0.7;
+      if (causal) scores = where(lower, scores, full({}, -INFINITY));
+      const Tensor composed = matmul(softmax(scores, -1), v);
+      EXPECT_TRUE(testutil::all_close("forward", fused, composed, testutil::kFloat32Tol));
+      const std::vector<Tensor> a = autograd::grad({sum(fused * w)}, {q, k, v});
+      const std::vector<Tensor> b = autograd::grad({sum(composed * w)}, {q, k, v});
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(testutil::all_close("grad " + std::to_string(i), a[i], b[i], testutil::kFloat32Tol));
+    }
+  }
+}
+
+TEST_F(AttentionOps, AttentionSavesQKVTheWeightsAndTheMask) {
+  // See Note [What attention saves]: q, k, v, the weights [..., L, S], the uint8 mask and, with
+  // dropout, its keep mask and the dropped weights.
+  const int64_t B = 2, H = 3, L = 5, S = 7, E = 4, Ev = 6;
+  const Tensor q = randn({B, H, L, E}).requires_grad_(), k = randn({B, H, S, E}).requires_grad_();
+  const Tensor v = randn({B, H, S, Ev}).requires_grad_();
+  const Tensor keep = ones({S}, kUInt8);
+  SavedTensors saved;
+  Tensor out;
+  {
+    autograd::SavedTensorHooksGuard guard(saved.hooks());
+    out = scaled_dot_product_attention(q, k, v, causal_attn_mask(keep, L, S));
+  }
+  const int64_t f = 4;  // bytes of a float32
+  const int64_t mask = L * S;  // the causal mask combined with keep: uint8 [L, S]
+  EXPECT_EQ(saved.distinct_bytes(), f * (B * H * (L * E + S * E + S * Ev + L * S)) + mask);
+  // Without a mask nothing uint8 is saved.
+  SavedTensors plain;
+  {
+    autograd::SavedTensorHooksGuard guard(plain.hooks());
+    out = scaled_dot_product_attention(q, k, v);
+  }
+  EXPECT_EQ(plain.distinct_bytes(), f * (B * H * (L * E + S * E + S * Ev + L * S)));
+  SavedTensors dropped;
+  {
+    autograd::SavedTensorHooksGuard guard(dropped.hooks());
+    out = scaled_dot_product_attention(q, k, v, Tensor(), 0.3, true);
+  }
+  EXPECT_EQ(dropped.distinct_bytes(), f * (B * H * (L * E + S * E + S * Ev + 2 * L * S)) + B * H * L * S);
+  sum(out).backward();
+  EXPECT_EQ(v.grad().shape(), v.shape());
+}
+
+TEST_F(AttentionOps, AttentionErrors) {
+  const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
+  expect_error([&] { scaled_dot_product_attention(q, zeros({2, 6, 8}), v); },
+               "[scaled_dot_product_attention] key's head dim 8 differs from query's 4: query [2, 5, 4], key "
+               "[2, 6, 8]");
+  expect_error([&] { scaled_dot_product_attention(q, k, zeros({2, 5, 3})); },
+               "[scaled_dot_product_attention] value has 5 positions but key has 6");
+  expect_error([&] { scaled_dot_product_attention(q, zeros({3, 6, 4}), v); },
+               "[scaled_dot_product_attention] query and key must have the same leading dims, got query [2, 5, 4], "
+               "key [3, 6, 4]");
+  expect_error([&] { scaled_dot_product_attention(q, k, zeros({3, 6, 3})); },
+               "[scaled_dot_product_attention] expects value [..., S, Ev] with query's and key's leading dims, got "
+               "query [2, 5, 4], key [2, 6, 4], value [3, 6, 3]");
+  expect_error([&] { scaled_dot_product_attention(zeros({4}), k, v); },
+               "[scaled_dot_product_attention] expects query [..., L, E] and key [..., S, E] with the same number "
+               "of dims (at least 2), got query [4], key [2, 6, 4]");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, zeros({5, 5}, kUInt8)); },
+               "[scaled_dot_product_attention] attn_mask of shape [5, 5] does not broadcast to the scores' shape");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, ones({5, 6}, kUInt8), 0.0, true); },
+               "[scaled_dot_product_attention] takes attn_mask or is_causal, not both (as PyTorch)");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, Tensor(), 1.5); },
+               "[scaled_dot_product_attention] dropout_p has to be between 0 and 1, but got 1.5");
+  expect_error([&] { attention_weights(q, zeros({2, 6, 5})); },
+               "[scaled_dot_product_attention] key's head dim 5 differs from query's 4");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, zeros({3, 5, 6}, kUInt8)); },
+               "[scaled_dot_product_attention] attn_mask of shape [3, 5, 6] does not broadcast to the scores' shape "
+               "[2, 5, 6]");
+  expect_error([&] { scaled_dot_product_attention(q, k, v, zeros({6}, kInt64)); },
+               "[scaled_dot_product_attention] attn_mask must be uint8 or float32 like the query, got int64");
+  expect_error([&] { scaled_dot_product_attention(q, k, v.to(kFloat64)); },
+               "[scaled_dot_product_attention] query, key and value must have one dtype");
+}
+
+void check_attention_parity(const std::string& file) {
+  Fixture f = Fixture::load(file);
+  struct Variant {
+    std::string name;
+    bool causal;
+    Tensor mask;
+    std::optional<double> scale;
+  };
+  const Tensor bias = f.get("bias");  // the file's "bias" case is causal too: one mask for both
+  const std::vector<Variant> variants = {{"causal", true, Tensor(), std::nullopt},
+                                         {"keep", false, fixture_mask(f, "keep"), 0.3},
+                                         {"bias", false, causal_attn_mask(bias, bias.size(-2), bias.size(-1)),
+                                          std::nullopt}};
+  for (const Variant& variant : variants) {
+    SCOPED_TRACE(variant.name);
+    Tensor q = fixture_leaf(f, "q"), k = fixture_leaf(f, "k"), v = fixture_leaf(f, "v");
+    Tensor out = scaled_dot_product_attention(q, k, v, variant.mask, 0.0, variant.causal, variant.scale);
+    sum(out * f.get("w_" + variant.name)).backward();
+    EXPECT_MATCHES_FIXTURE(f, "out_" + variant.name, out);
+    EXPECT_MATCHES_FIXTURE(f, "grad_" + variant.name + "_q", q.grad());
+    EXPECT_MATCHES_FIXTURE(f, "grad_" + variant.name + "_k", k.grad());
+    EXPECT_MATCHES_FIXTURE(f, "grad_" + variant.name + "_v", v.grad());
+  }
+}
+TEST_F(AttentionOps, AttentionParity) { check_attention_parity("parity_attention.txt"); }
+TEST_F(AttentionOps, AttentionParityFloat64) { check_attention_parity("parity_attention_f64.txt"); }
 
 // --- nn::MultiheadAttention ---
 

@@ -3,18 +3,35 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <any>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/autograd/gradcheck.h"
+#include "core/autograd/saved_tensor.h"
 #include "core/check.h"
+#include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 
 namespace ember::testutil {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A fixture that seeds the default generator before each test, so that a test's random values do
+// not depend on the tests that ran before it.
+template <uint64_t Seed>
+class SeededTest : public ::testing::Test {
+ protected:
+  void SetUp() override { manual_seed(Seed); }
+};
 
 // Expects `fn` to throw an ember::Error whose message contains `needle`.
 inline void expect_error(const std::function<void()>& fn, const std::string& needle) {
@@ -49,6 +66,22 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 // Every element, in row-major order, as doubles.
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// Every element, in row-major order, as int64: indices and integer results.
+inline std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+// Each element equal to its expected value; where NaN is expected, any NaN.
+inline void expect_same_values(const Tensor& t, const std::vector<double>& expected) {
+  const std::vector<double> got = values(t);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " is " << got[i] << ", expected NaN";
+    } else {
+      EXPECT_EQ(got[i], expected[i]) << "element " << i;
+    }
+  }
+}
 
 // Element-wise |got - expected| <= tol.
 // A bfloat16 result of oneDNN (products, convolutions) against the float32 computation of the same
@@ -87,6 +120,27 @@ inline Tensor leaf(const Shape& shape, double lo = -2.0, double hi = 2.0) {
     auto result = ::ember::autograd::gradcheck(fn, __VA_ARGS__);      \
     EXPECT_TRUE(result.ok) << result.message;                         \
   } while (0)
+
+// Every tensor saved for backward while it is alive, seen through the saved-tensor hooks: what an
+// op keeps for its backward.
+struct SavedTensors {
+  std::vector<Tensor> tensors;
+  autograd::SavedTensorHooks hooks() {
+    return {[this](const Tensor& t) -> std::any {
+              tensors.push_back(t);
+              return t;
+            },
+            [](const std::any& p) { return std::any_cast<Tensor>(p); }};
+  }
+  // Bytes of the distinct saved tensors (a tensor saved twice counts once).
+  int64_t distinct_bytes() const {
+    std::set<const void*> seen;
+    int64_t bytes = 0;
+    for (const Tensor& t : tensors)
+      if (seen.insert(t.raw_data()).second) bytes += t.numel() * static_cast<int64_t>(element_size(t.dtype()));
+    return bytes;
+  }
+};
 
 // Sets one of ember's run-time choices (core/cpu/backends.cpp) while alive, and puts back the
 // one it found.

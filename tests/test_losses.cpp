@@ -2,11 +2,14 @@
 // golden files nn_<case>.txt written by tests/fixtures/make_nn_fixtures.py (forward and the
 // gradients of (out * w).sum() w.r.t. input and a floating target), gradcheck in float64 of every
 // differentiable argument, stability at large logits, the modules' settings, and every error.
+// cross_entropy and mse_loss: values worked out by hand, gradcheck and their errors (their parity
+// with torch.nn is in tests/test_nn_parity.cpp). The op table (tests/op_table.cpp, Note [The op
+// table]) adds the checks every op gets: gradcheck in float64, the float32 and 16-bit columns,
+// composed references and integer inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
-#include <limits>
 #include <string>
 
 #include "core/ops.h"
@@ -45,8 +48,6 @@ Tensor fixture_tensor(const std::string& case_name, const std::string& name) {
 
 // Probabilities away from 0 and 1 (the finite differences must stay inside [0, 1]).
 Tensor probability_leaf(const Shape& shape) { return leaf(shape, 0.05, 0.95); }
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
@@ -103,6 +104,33 @@ TEST(LossParity, SmoothL1AndHuberLoss) {
   check_loss_case("huber_mean", huber);
   check_loss_case("huber_d2.5_sum", huber_wide);
   check_loss_case("huber_d0.3_none", huber_narrow);
+}
+
+// --- cross_entropy and mse_loss by hand ---
+
+TEST(Losses, Losses) {
+  Tensor logits = tensor({1, 2, 3, 1, 1, 1}).reshape({2, 3});
+  Tensor target = from_vector(std::vector<int64_t>{2, 0}, {2}, kInt64);
+  double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3, l1 = std::log(3.0);
+  expect_near(cross_entropy(logits, target), {(l0 + l1) / 2});
+  expect_near(cross_entropy(logits, target, Reduction::Sum), {l0 + l1});
+  expect_near(cross_entropy(logits, target, Reduction::None), {l0, l1});
+  Tensor ignored = from_vector(std::vector<int64_t>{2, -100}, {2}, kInt64);
+  expect_near(cross_entropy(logits, ignored), {l0});  // mean over the targets that count
+  // label smoothing: (1 - s) * nll + s * mean over classes of -log p
+  double s = 0.1, smooth1 = l1;  // all logits equal: every -log p is log 3
+  double smooth0 = (1 - s) * l0 + s * (3 * std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 6) / 3;
+  expect_near(cross_entropy(logits, target, Reduction::None, -100, s), {smooth0, smooth1});
+  expect_near(mse_loss(tensor({1, 2}), tensor({3, 5})), {6.5});
+  expect_near(mse_loss(tensor({1, 2}), tensor({3, 5}), Reduction::Sum), {13});
+
+  Tensor t = from_vector(std::vector<int64_t>{1, 0, 3}, {3}, kInt64);
+  Tensor t_ignore = from_vector(std::vector<int64_t>{1, 7, 3}, {3}, kInt64);
+  EXPECT_GRADCHECK([&](auto& x) { return cross_entropy(x[0], t); }, {leaf({3, 4})});
+  EXPECT_GRADCHECK([&](auto& x) { return cross_entropy(x[0], t, Reduction::Sum, -100, 0.2); }, {leaf({3, 4})});
+  EXPECT_GRADCHECK([&](auto& x) { return cross_entropy(x[0], t_ignore, Reduction::Mean, 7); }, {leaf({3, 4})});
+  EXPECT_GRADCHECK([&](auto& x) { return cross_entropy(x[0], t, Reduction::None); }, {leaf({3, 4})});
+  EXPECT_GRADCHECK([](auto& x) { return mse_loss(x[0], x[1]); }, {leaf({2, 3}), leaf({2, 3})});
 }
 
 // --- properties ---
@@ -273,4 +301,18 @@ TEST(LossErrors, Settings) {
                "[huber_loss] delta must be finite and > 0, got -1");
   expect_error([] { nn::SmoothL1Loss(Reduction::Mean, -1.0); }, "[SmoothL1Loss] beta must be finite and >= 0, got -1");
   expect_error([] { nn::HuberLoss(Reduction::Mean, NAN); }, "[HuberLoss] delta must be finite and > 0, got nan");
+}
+
+TEST(LossErrors, BadInputThrowsNamingTheOpAndShapes) {
+  Tensor logits = zeros({2, 3});
+  expect_error([&] { cross_entropy(logits, zeros({2}, kInt64).reshape({1, 2})); },
+               "[cross_entropy] target of shape [1, 2] does not match logits of shape [2, 3]");
+  expect_error([&] { cross_entropy(logits, zeros({2})); },
+               "[cross_entropy] expects int64 class indices as target, got float32");
+  expect_error([&] { cross_entropy(logits, full({2}, 3, kInt64)); },
+               "[cross_entropy] target 3 is out of range for 3 classes");
+  expect_error([&] { cross_entropy(zeros({3}), zeros({3}, kInt64)); },
+               "[cross_entropy] expects logits of shape [N, C], got [3]");
+  expect_error([] { mse_loss(zeros({2}), zeros({3})); },
+               "[mse_loss] input of shape [2] and target of shape [3] differ");
 }
