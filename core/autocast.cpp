@@ -43,7 +43,8 @@ struct OpPolicy {
 constexpr OpPolicy kPolicies[] = {
     {"matmul", Policy::LowerPrecision, Policy::LowerPrecision},
     {"linear", Policy::LowerPrecision, Policy::LowerPrecision},
-    {"einsum", Policy::LowerPrecision, Policy::LowerPrecision},
+    // einsum is on CUDA's list only; on the CPU its products cast as matmuls (Note [einsum as matmuls])
+    {"einsum", Policy::Keep, Policy::LowerPrecision},
     {"conv2d", Policy::LowerPrecision, Policy::LowerPrecision},
     {"scaled_dot_product_attention", Policy::LowerPrecision, Policy::LowerPrecision},
     {"cross_entropy", Policy::Float32, Policy::Float32},

@@ -208,6 +208,9 @@ std::vector<OpRow> make_table() {
   add_row(variant("linear", "1-D input", {floating({4}), floating({3, 4}), floating({3})},
                   [](const V& x) { return linear(x[0], x[1], x[2]); }) |
           accumulates);
+  add_row(variant("linear", "no bias", {floating({2, 3, 4}), floating({5, 4})},
+                  [](const V& x) { return linear(x[0], x[1], Tensor()); }) |
+          accumulates);
   add_row(row("einsum", {floating({2, 3, 4}), floating({2, 4, 5})},
               [](const V& x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }) |
           accumulates);
@@ -220,6 +223,10 @@ std::vector<OpRow> make_table() {
   add_row(variant("einsum", "size-1 dim broadcast", {floating({3, 4}), floating({1, 4})},
                   [](const V& x) { return einsum("ij,ij->i", {x[0], x[1]}); }) |
           accumulates);
+  add_row(variant("einsum", "diagonal", {floating({2, 3, 3})},
+                  [](const V& x) { return einsum("...ii->...i", {x[0]}); }));
+  add_row(variant("einsum", "outer", {floating({3}), floating({4})},
+                  [](const V& x) { return einsum("i,j->ij", {x[0], x[1]}); }));
 
   // --- losses (targets are constants) ---
   add_row(with_reference(row("cross_entropy", {floating({4, 5}), index({4}, 5)},

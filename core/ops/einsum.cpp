@@ -22,7 +22,10 @@ namespace {
 // by the output or by a later operand) and contracted ones; A is permuted to [batch, A only,
 // contracted] and B to [batch, contracted, B only], both reshaped to 3-D, and one batched matmul
 // [N, I, K] x [N, K, J] does the pair (a broadcast product when nothing is contracted). Size-1
-// dims broadcast against the other operands' sizes, as in PyTorch.
+// dims broadcast against the other operands' sizes, as in PyTorch. Under CPU autocast the
+// matmuls cast their operands (Note [Autocast]) and the rest computes in the dtypes it is given,
+// so an einsum that contracts nothing between operands (a trace, a transpose, an outer product)
+// stays in float32, as PyTorch's does; CUDA autocast casts every einsum's operands first.
 constexpr int kLetters = 52;
 constexpr int kMaxEllipsisDims = 64;
 constexpr int kMaxLabels = kLetters + kMaxEllipsisDims;

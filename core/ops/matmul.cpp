@@ -136,12 +136,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               shape_str(weight.shape()));
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "[linear] input of shape ", shape_str(x.shape()),
               " does not match the weight's in_features ", weight.size(1), " (weight ", shape_str(weight.shape()), ")");
-  if (!bias.defined()) return matmul(x, weight.t());
   ops::check_same_device(x, weight, "linear");
-  ops::check_same_device(x, bias, "linear");
-  EMBER_CHECK(x.dtype() == weight.dtype() && bias.dtype() == weight.dtype(), "[linear] expected one dtype, got input ",
-              x.dtype(), ", weight ", weight.dtype(), " and bias ", bias.dtype());
+  EMBER_CHECK(x.dtype() == weight.dtype(), "[linear] expected one dtype, got input ", x.dtype(), " and weight ",
+              weight.dtype());
   ops::check_floating(x, "linear");
+  if (!bias.defined()) return matmul(x, weight.t());
+  ops::check_same_device(x, bias, "linear");
+  EMBER_CHECK(bias.dtype() == weight.dtype(), "[linear] expected one dtype, got input ", x.dtype(), ", weight ",
+              weight.dtype(), " and bias ", bias.dtype());
   EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "[linear] bias of shape ", shape_str(bias.shape()),
               " does not match the weight's out_features ", weight.size(0), " (weight ", shape_str(weight.shape()),
               ")");
