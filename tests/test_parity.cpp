@@ -19,9 +19,8 @@ using namespace ember::testutil;
 namespace {
 
 
-Tol tol_for(const Tensor& t) { return t.dtype() == kFloat64 ? kFloat64Tol : kFloat32Tol; }
 
-#define EXPECT_MATCHES(f, name, got) EXPECT_TRUE(all_close(name, got, (f).get(name), tol_for(got)))
+#define EXPECT_MATCHES(f, name, got) EXPECT_TRUE(all_close(name, got, (f).get(name), testutil::tol_of(got)))
 
 Tensor leaf(const Fixture& f, const std::string& name) { return f.get(name).requires_grad_(); }
 
