@@ -330,6 +330,11 @@ double silu_derivative(double x) { return sigmoid_ref(x) * (1.0 + x * (1.0 - sig
 double gelu_derivative(double x) {
   return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
 }
+Tensor gelu_tanh(const Tensor& x) { return ember::gelu(x, ember::GeluApproximate::Tanh); }
+double gelu_tanh_derivative(double x) {
+  const double c = std::sqrt(2.0 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
 
 // Mean cross-entropy of [n, c] logits, forward and backward (the gradient of the logits).
 void register_cross_entropy(int64_t n, int64_t c) {
@@ -448,6 +453,7 @@ void register_all() {
   register_backward("tanh", 4096, 1024, &ember::tanh, &tanh_derivative);
   register_backward("silu", 4096, 1024, &ember::silu, &silu_derivative);
   register_backward("gelu", 4096, 1024, &ember::gelu, &gelu_derivative);
+  register_backward("gelu_tanh", 4096, 1024, &gelu_tanh, &gelu_tanh_derivative);
   register_row_backward("softmax", 256, 1000, [](const Tensor& x) { return ember::softmax(x, 1); });
   register_row_backward("layer_norm", 4096, 1024, [](const Tensor& x) { return ember::layer_norm(x, {1024}); });
   register_cross_entropy(256, 10);

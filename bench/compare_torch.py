@@ -152,6 +152,7 @@ def make_torch_cases(torch):
         "tanh_bwd": backward_of(torch.tanh),
         "silu_bwd": backward_of(F.silu),
         "gelu_bwd": backward_of(F.gelu),
+        "gelu_tanh_bwd": backward_of(lambda x: F.gelu(x, approximate="tanh")),
         "softmax_bwd": backward_of(lambda x: torch.softmax(x, 1)),
         "layer_norm_bwd": backward_of(lambda x: F.layer_norm(x, x.shape[1:])),
         "cross_entropy_fwd_bwd": cross_entropy_step,

@@ -108,6 +108,11 @@ TEST_F(ElementwiseOps, ActivationBackwardsMatchTheDerivativeInDouble) {
        [&](double v) {
          return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-v * v / 2) / std::sqrt(2 * pi);
        }},
+      {"gelu (tanh)", &testutil::gelu_tanh,
+       [&](double v) {
+         const double c = std::sqrt(2 / pi), t = std::tanh(c * (v + 0.044715 * v * v * v));
+         return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v);
+       }},
   };
   std::vector<double> xs;
   for (double v = -12; v <= 12; v += 0.0371) xs.push_back(v);

@@ -103,6 +103,9 @@ inline void expect_within_a_bfloat16_step(const Tensor& onednn, const Tensor& st
   EXPECT_LE(differing, static_cast<int>(got.size() / 10) + 1) << "most elements should round alike";
 }
 
+// gelu's tanh form as a one-argument function, for tables of activations.
+inline Tensor gelu_tanh(const Tensor& x) { return gelu(x, GeluApproximate::Tanh); }
+
 inline void expect_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
   std::vector<double> got = values(t);
   ASSERT_EQ(got.size(), expected.size());

@@ -131,7 +131,8 @@ TEST(Memory, AfterBackwardOnlyParametersGradientsAndInputsRemain) {
 // backwards in one pass]): no mask, no converted copy of one, no f'(x) temporary.
 TEST(Memory, ActivationBackwardAllocatesOnlyTheGradient) {
   const std::pair<const char*, Tensor (*)(const Tensor&)> activations[] = {
-      {"relu", &relu}, {"sigmoid", &sigmoid}, {"tanh", &ember::tanh}, {"gelu", &gelu}, {"silu", &silu}};
+      {"relu", &relu},         {"sigmoid", &sigmoid}, {"tanh", &ember::tanh},
+      {"gelu", &gelu},         {"silu", &silu},       {"gelu (tanh)", &testutil::gelu_tanh}};
   for (const auto& [name, f] : activations) {
     SCOPED_TRACE(name);
     manual_seed(2);

@@ -28,6 +28,7 @@ namespace ember::kernels {
 enum class UnaryOp {
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sign, Relu, Sigmoid, Tanh, Gelu,
   Silu,        // x * sigmoid(x)
+  GeluTanh,    // gelu's tanh approximation: x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
   PowScalar,   // x ^ a
   Clamp,       // min(max(x, a), b)
   InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
@@ -45,6 +46,7 @@ enum class BinaryOp {
   TanhGrad,          // x * (1 - y * y); y tanh's output
   SiluGrad,          // x * s * (1 + y * (1 - s)) with s = sigmoid(y); y silu's input
   GeluGrad,          // x * (Phi(y) + y * phi(y)); y gelu's input, Phi and phi the normal cdf and pdf
+  GeluTanhGrad,      // x * d/dy of the tanh approximation; y its input
   Eq, Ne, Lt, Le, Gt, Ge,  // comparisons last: is_comparison
   Count                    // not an op: how many there are
 };
@@ -68,6 +70,16 @@ struct ErfAndGaussian {
   C erf, gaussian;  // erf(v), e^(-v^2)
 };
 
+// The tanh approximation of gelu: u(v) = sqrt(2 / pi) * (v + 0.044715 v^3) and its slope du/dv.
+template <class C>
+EMBER_HOST_DEVICE C gelu_tanh_argument(C v) {
+  return static_cast<C>(0.79788456080286535588) * (v + static_cast<C>(0.044715) * v * v * v);
+}
+template <class C>
+EMBER_HOST_DEVICE C gelu_tanh_slope(C v) {
+  return static_cast<C>(0.79788456080286535588) * (C(1) + static_cast<C>(3 * 0.044715) * v * v);
+}
+
 template <UnaryOp kOp, class C, class Fns>
 struct UnaryMath {
   C a, b;  // the op's scalar arguments
@@ -85,6 +97,7 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Tanh) return Fns::tanh(v);
     else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + Fns::erf(v * kSqrt1_2));
     else if constexpr (kOp == UnaryOp::Silu) return v / (C(1) + Fns::exp(-v));
+    else if constexpr (kOp == UnaryOp::GeluTanh) return C(0.5) * v * (C(1) + Fns::tanh(gelu_tanh_argument(v)));
     else if constexpr (kOp == UnaryOp::PowScalar) return Fns::pow(v, a);
     else if constexpr (kOp == UnaryOp::Clamp) return v < a ? a : (v > b ? b : v);
     else if constexpr (kOp == UnaryOp::InRange) return C(v >= a && v <= b);
@@ -124,6 +137,10 @@ struct BinaryMath {
       const ErfAndGaussian<C> e = Fns::erf_and_gaussian(y * kSqrt1_2);
       return x * (C(0.5) * (C(1) + e.erf) + y * kInvSqrt2Pi * e.gaussian);
     }
+    else if constexpr (kOp == BinaryOp::GeluTanhGrad) {  // (1 + t) / 2 + y / 2 * (1 - t^2) * du/dy, u's tanh t
+      const C t = Fns::tanh(gelu_tanh_argument(y));
+      return x * (C(0.5) * (C(1) + t) + C(0.5) * y * (C(1) - t * t) * gelu_tanh_slope(y));
+    }
     else if constexpr (kOp == BinaryOp::Eq) return x == y;
     else if constexpr (kOp == BinaryOp::Ne) return x != y;
     else if constexpr (kOp == BinaryOp::Lt) return x < y;
@@ -152,6 +169,7 @@ bool visit_unary(UnaryOp op, Fn&& fn) {
     case UnaryOp::Tanh: fn.template operator()<UnaryOp::Tanh>(); return true;
     case UnaryOp::Gelu: fn.template operator()<UnaryOp::Gelu>(); return true;
     case UnaryOp::Silu: fn.template operator()<UnaryOp::Silu>(); return true;
+    case UnaryOp::GeluTanh: fn.template operator()<UnaryOp::GeluTanh>(); return true;
     case UnaryOp::PowScalar: fn.template operator()<UnaryOp::PowScalar>(); return true;
     case UnaryOp::Clamp: fn.template operator()<UnaryOp::Clamp>(); return true;
     case UnaryOp::InRange: fn.template operator()<UnaryOp::InRange>(); return true;
@@ -177,6 +195,7 @@ bool visit_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::TanhGrad: fn.template operator()<BinaryOp::TanhGrad>(); return true;
     case BinaryOp::SiluGrad: fn.template operator()<BinaryOp::SiluGrad>(); return true;
     case BinaryOp::GeluGrad: fn.template operator()<BinaryOp::GeluGrad>(); return true;
+    case BinaryOp::GeluTanhGrad: fn.template operator()<BinaryOp::GeluTanhGrad>(); return true;
     case BinaryOp::Eq: fn.template operator()<BinaryOp::Eq>(); return true;
     case BinaryOp::Ne: fn.template operator()<BinaryOp::Ne>(); return true;
     case BinaryOp::Lt: fn.template operator()<BinaryOp::Lt>(); return true;

@@ -1,7 +1,6 @@
 // Elementwise ops: forward (a kernel call) and backward (tensor ops, so any device) side by side.
 #include <cmath>
 #include <limits>
-#include <numbers>
 #include <optional>
 
 #include "core/autocast.h"
@@ -225,7 +224,8 @@ struct Abs : UnaryFunction<Abs, UnaryOp::Abs, Saves::Input> {
 // g * f'(saved) per element: the backward is one pass, and the gradient is the only new tensor.
 // Sigmoid's, tanh's and silu's rows do the arithmetic of the composed ops they replace, in the
 // same order; gelu's takes erf and the normal density from one exp (vmath::erf_and_gaussian),
-// which agrees with the two-exp formula to rounding. Relu's row passes the gradient of a NaN
+// which agrees with the two-exp formula to rounding; gelu's tanh form evaluates its tanh once
+// for the derivative (1 + t) / 2 + y (1 - t^2) u'(y) / 2. Relu's row passes the gradient of a NaN
 // output, as PyTorch does.
 template <class Derived, UnaryOp Op, Saves What, BinaryOp Grad>
 struct Activation : Function<Derived> {
@@ -250,6 +250,9 @@ struct Gelu : Activation<Gelu, UnaryOp::Gelu, Saves::Input, BinaryOp::GeluGrad> 
 };
 struct Silu : Activation<Silu, UnaryOp::Silu, Saves::Input, BinaryOp::SiluGrad> {
   static constexpr const char* name = "silu";
+};
+struct GeluTanh : Activation<GeluTanh, UnaryOp::GeluTanh, Saves::Input, BinaryOp::GeluTanhGrad> {
+  static constexpr const char* name = "gelu";
 };
 
 // The unary ops with scalar parameters (leaky_relu's slope, pow's exponent, clamp's bounds):
@@ -464,17 +467,9 @@ Tensor relu(const Tensor& x) { return Relu::apply(x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) { return LeakyRelu::apply(x, negative_slope); }
 Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
-// The tanh form is composed of ops (its gradient follows from theirs); 16-bit inputs compute it in
-// float32, as the fused form's kernel does, so that the cubic does not round at every step.
 Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  if (approximate == GeluApproximate::None) return gelu(x);
-  ops::check_defined(x, "gelu");
-  ops::check_floating(x, "gelu");
-  const Tensor v = is_sixteen_bit(x.dtype()) ? x.to(kFloat32) : x;
-  const double sqrt_2_over_pi = std::sqrt(2.0 / std::numbers::pi);
-  const Tensor y = 0.5 * v * (1.0 + tanh(sqrt_2_over_pi * (v + 0.044715 * v * v * v)));
-  return y.to(x.dtype());
+  return approximate == GeluApproximate::None ? Gelu::apply(x) : GeluTanh::apply(x);
 }
 Tensor silu(const Tensor& x) { return Silu::apply(x); }
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) { return Where::apply(condition, a, b); }
