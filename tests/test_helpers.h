@@ -83,7 +83,6 @@ inline void expect_same_values(const Tensor& t, const std::vector<double>& expec
   }
 }
 
-// Element-wise |got - expected| <= tol.
 // A bfloat16 result of oneDNN (products, convolutions) against the float32 computation of the same
 // bfloat16 inputs rounded once (the staged path). Both accumulate in float32 and round once; they
 // differ only in the order of the additions, so by at most one bfloat16 step, and most elements
@@ -106,6 +105,7 @@ inline void expect_within_a_bfloat16_step(const Tensor& onednn, const Tensor& st
 // gelu's tanh form as a one-argument function, for tables of activations.
 inline Tensor gelu_tanh(const Tensor& x) { return gelu(x, GeluApproximate::Tanh); }
 
+// Element-wise |got - expected| <= tol.
 inline void expect_near(const Tensor& t, const std::vector<double>& expected, double tol = 1e-5) {
   std::vector<double> got = values(t);
   ASSERT_EQ(got.size(), expected.size());
