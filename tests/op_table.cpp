@@ -148,6 +148,8 @@ std::vector<OpRow> make_table() {
     return sum(d * d, {1}) / 4.0;
   }));
   add_row(variant("var", "two dims", {floating({3, 4, 5})}, [](const V& x) { return var(x[0], {0, 2}); }));
+  add_row(variant("var", "last dim, no correction, keepdim", {floating({3, 4})},
+                  [](const V& x) { return var(x[0], {-1}, 0, true); }));
   add_row(row("stddev", {floating({4, 5})}, [](const V& x) { return stddev(x[0], {0}, 0, true); }));
   add_row(variant("stddev", "all dims", {floating({2, 3})}, [](const V& x) { return stddev(x[0], {}, 0); }));
   add_row(with_reference(row("softmax", {floating(m)}, [](const V& x) { return softmax(x[0], 1); }), [](const V& x) {
@@ -158,6 +160,8 @@ std::vector<OpRow> make_table() {
   add_row(with_reference(row("log_softmax", {floating(m)}, [](const V& x) { return log_softmax(x[0], 0); }),
                          [](const V& x) { return x[0] - log(sum(exp(x[0]), {0}, true)); }));
   add_row(variant("log_softmax", "last dim", {floating({2, 3, 4})}, [](const V& x) { return log_softmax(x[0], -1); }));
+  add_row(variant("log_softmax", "middle dim", {floating({2, 3, 4})},
+                  [](const V& x) { return log_softmax(x[0], 1); }));
   add_row(with_reference(row("vector_norm", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 2.0, {1}); }),
                          [](const V& x) { return sqrt(sum(x[0] * x[0], {1})); }));
   add_row(variant("vector_norm", "ord 1, all dims", {floating({3, 5})}, [](const V& x) { return vector_norm(x[0], 1.0); }));
@@ -283,6 +287,9 @@ std::vector<OpRow> make_table() {
                   [](const V& x) { return pad(x[0], {1, 2, -1, 1}, PadMode::Constant, 0.5); }) |
           integers_too);
   add_row(variant("pad", "reflect", {floating({2, 3, 4})}, [](const V& x) { return pad(x[0], {2, 1}, PadMode::Reflect); }) |
+          integers_too);
+  add_row(variant("pad", "reflect, two dims", {floating({2, 3, 4})},
+                  [](const V& x) { return pad(x[0], {2, 3, 1, 1}, PadMode::Reflect); }) |
           integers_too);
   add_row(variant("pad", "replicate", {floating({2, 3, 4})},
                   [](const V& x) { return pad(x[0], {3, 0, 0, 2}, PadMode::Replicate); }) |
