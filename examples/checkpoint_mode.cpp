@@ -3,8 +3,9 @@
 // backward, from gradients set to none, in bytes above what was live before it (the parameters,
 // the optimizer's state, the batch). The planner bounds only what the blocks add above their input
 // (Note [Checkpoint planning]); the rest of the step is the outside part X: the stem's saved
-// tensors and output, the head's activations, the logits (fit holds them through backward), the
-// loss's tensors, the head's and the stem's parameter gradients. The blocks are planned
+// tensors and output, the head's activations, the logits (until backward: fit lets them go
+// before it, keeping what the loss saved), the loss's tensors, the head's and the stem's
+// parameter gradients. The blocks are planned
 // (utils::plan_selective: the segments, and the outputs each checkpointed one keeps, whose bytes
 // its prediction counts: Note [Planning per-op saves]) with
 //     budget - O,   O = P - B_last,
@@ -66,10 +67,12 @@ int64_t plain_step_peak(nn::Module& model, const Tensor& sample) {
   const Device device = sample.device();
   const int64_t base = memory::stats(device).live_bytes;
   memory::reset_peak(device);
-  Tensor logits = model(sample);  // held through backward, as fit holds it
+  Tensor logits = model(sample);
   Shape targets = logits.shape();
   targets.pop_back();
-  target_loss(logits, zeros(targets, TensorOptions(kInt64).with_device(device))).backward();
+  Tensor loss = target_loss(logits, zeros(targets, TensorOptions(kInt64).with_device(device)));
+  logits = Tensor();  // fit lets them go before backward
+  loss.backward();
   return memory::stats(device).peak_bytes - base;
 }
 

@@ -273,6 +273,10 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       const double loss_value = loss.item();
       EMBER_CHECK(std::isfinite(loss_value), "[train] the loss is ", loss_value, " at step ", done.steps + 1,
                   " (epoch ", epoch, ", batch ", batch_index + 1, "); stopping before the optimizer step");
+      // Counted now, so that backward runs without the logits: the graph keeps what the loss
+      // needs, and a GPT's logits (batch x context x vocabulary) would be held for nothing.
+      correct += correct_targets(logits, y);
+      logits = Tensor();
       optimizer.zero_grad();
       scaler.scale(loss).backward();
       step_peak = std::max(step_peak, memory::stats(device).peak_bytes - before.live_bytes);
@@ -281,7 +285,6 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       if (scheduler) scheduler->step();
       const int64_t n = y.numel();
       loss_sum += loss_value * static_cast<double>(n);
-      correct += correct_targets(logits, y);
       seen += n;
       ++done.steps;
       ++batch_index;

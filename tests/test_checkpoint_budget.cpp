@@ -30,13 +30,15 @@ struct Step {
   std::vector<std::vector<double>> grads;
 };
 
-// One training step as fit runs it: gradients set to none, forward, cross-entropy, backward.
+// One training step as fit runs it: gradients set to none, forward, cross-entropy, backward
+// without the logits.
 Step training_step(nn::Module& model, const examples::Forward& forward, const Tensor& x, const Tensor& y) {
   model.zero_grad();
   manual_seed(10);  // the same Dropout masks in every step
   const int64_t base = memory::stats().live_bytes;
   memory::reset_peak();
-  examples::target_loss(forward(x), y).backward();
+  Tensor loss = examples::target_loss(forward(x), y);
+  loss.backward();
   Step step{memory::stats().peak_bytes - base, {}};
   for (const Tensor& p : model.parameters()) step.grads.push_back(values(p.grad()));
   return step;

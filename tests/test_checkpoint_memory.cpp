@@ -104,28 +104,29 @@ TEST_F(CheckpointMemory, PeakGrowsLikeSqrtOfDepth) {
 // Note [Checkpoint planning]'s model on a profile small enough to check by hand: three modules of
 // 10 bytes of activations each. Module 1's output is saved by nothing, module 2 saves nothing.
 TEST_F(CheckpointMemory, PlannerModelByHand) {
-  //                            name live out saved saves fwd_peak bwd_peak flops ms
-  const std::vector<utils::LayerProfile> profile = {{"0", 10, 10, true, true, 10, 25, 4, 0.0},
-                                                    {"1", 20, 10, false, true, 25, 22, 6, 0.0},
-                                                    {"2", 30, 10, true, false, 30, 45, 5, 0.0}};
+  //                            name live out saved saves fwd_peak bwd_peak flops ms first_use
+  const std::vector<utils::LayerProfile> profile = {{"0", 10, 10, true, true, 10, 25, 4, 0.0, 15},
+                                                    {"1", 20, 10, false, true, 25, 22, 6, 0.0, 21},
+                                                    {"2", 30, 10, true, false, 30, 45, 5, 0.0, 45}};
   // No checkpointing: the largest peak the profile measured. Cutting the plain run into pieces
   // does not change it.
   EXPECT_EQ(utils::predicted_peak(profile, {{{0, 3, false}}}), 45);
   EXPECT_EQ(utils::predicted_peak(profile, {{{0, 1, false}, {1, 3, false}}}), 45);
-  // [0,2) checkpointed keeps 10 bytes. Its recompute runs inside module 1's backward: the forward
-  // up to module 1 (peak 25) on top of what backward holds there, 22 - (20 - 10) = 12: 37. Module
-  // 2's backward then has 10 kept where the plain step had 20: 45 - 20 + 10 = 35.
-  EXPECT_EQ(utils::predicted_peak(profile, {{{0, 2, true}, {2, 3, false}}}), 37);
+  // [0,2) checkpointed keeps 10 bytes. Its recompute runs when backward first uses a tensor module
+  // 1 saved: the forward up to module 1 (peak 25) on top of what backward holds then, 21 - (20 -
+  // 10) = 11: 36. (With module 1's backward peak, 22, in place of 21 it would be 37.) Module 2's
+  // backward then has 10 kept where the plain step had 20: 45 - 20 + 10 = 35.
+  EXPECT_EQ(utils::predicted_peak(profile, {{{0, 2, true}, {2, 3, false}}}), 36);
   // Checkpointing module 2 alone: its input (module 1's output) is held by the checkpoint, while
   // the plain step had freed it: 20 + 10 + (45 - 20) = 55, more than no checkpointing.
   EXPECT_EQ(utils::predicted_peak(profile, {{{0, 2, false}, {2, 3, true}}}), 55);
-  // 37 is the least any plan needs; its recompute is the work of modules 0 and 1.
+  // 36 is the least any plan needs; its recompute is the work of modules 0 and 1.
   const utils::CheckpointPlan plan = utils::plan_checkpoints(profile, 40);
   EXPECT_EQ(plan.str(), "[0,2) ckpt | [2,3) plain");
-  EXPECT_EQ(plan.predicted_peak_bytes, 37);
+  EXPECT_EQ(plan.predicted_peak_bytes, 36);
   EXPECT_EQ(plan.recompute_flops, 4 + 6);
-  EXPECT_EQ(utils::min_feasible_budget(profile), 37);
-  EXPECT_THROW(utils::plan_checkpoints(profile, 36), Error);
+  EXPECT_EQ(utils::min_feasible_budget(profile), 36);
+  EXPECT_THROW(utils::plan_checkpoints(profile, 35), Error);
   // A budget the plain step fits recomputes nothing.
   EXPECT_EQ(utils::plan_checkpoints(profile, 45).str(), "[0,3) plain");
   EXPECT_THROW(utils::predicted_peak(profile, {{{0, 2, false}}}), Error);  // a plan that does not cover the model
@@ -231,6 +232,16 @@ TEST_F(CheckpointMemory, ProfileMeasuresAStepAndLeavesNoTrace) {
   EXPECT_EQ(profile[1].forward_flops, 6 * 2 * kActivation);
   // Backward in the last module holds everything the forward kept and the incoming gradient.
   EXPECT_GE(profile.back().backward_peak, profile.back().live_after + kActivation);
+  // The last ReLU's saved output is used as soon as the gradient arrives: what the forward kept,
+  // the dense gradient, and the profile's scalar loss and its seed.
+  EXPECT_EQ(profile.back().live_at_first_use, profile.back().live_after + kActivation + 2 * 4);
+  for (size_t i = 0; i < profile.size(); ++i) {
+    SCOPED_TRACE(i);
+    // Before its first use nothing the module kept was let go (Note [Checkpoint planning]), and the
+    // backward peak in the module comes at that moment or later.
+    EXPECT_GE(profile[i].live_at_first_use, profile[i].live_after - profile[i].output_bytes);
+    EXPECT_LE(profile[i].live_at_first_use, profile[i].backward_peak);
+  }
 }
 
 TEST_F(CheckpointMemory, PlansAreTheSameOnEveryRun) {

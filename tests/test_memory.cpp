@@ -148,6 +148,41 @@ TEST(Memory, ActivationBackwardAllocatesOnlyTheGradient) {
   }
 }
 
+// Note [Taking over the incoming gradient]: softmax's backward writes its result over an incoming
+// gradient no one else holds (here the product's), so it allocates nothing, and gives the bits
+// of the same backward from a gradient the caller holds (which it must not overwrite).
+TEST(Memory, SoftmaxBackwardWritesOverAnUnsharedGradient) {
+  for (const bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log_softmax" : "softmax");
+    const auto f = [log](const Tensor& t) { return log ? log_softmax(t, -1) : softmax(t, -1); };
+    manual_seed(4);
+    const Tensor x = randn({64, 32}).requires_grad_(), w = randn({64, 32});
+    const std::vector<double> seed_values = values(w);
+    const Tensor held = x.detach().requires_grad_();
+    f(held).backward(w);
+    Tensor loss = sum(f(x) * w);
+    const int64_t before = live();
+    memory::reset_peak();
+    loss.backward();
+    const int64_t gradient = 64 * 32 * 4, seed = 4;
+    EXPECT_EQ(memory::stats(kCPU).peak_bytes, before + seed + gradient);  // the product's, then x.grad
+    EXPECT_EQ(values(x.grad()), values(held.grad()));
+    EXPECT_EQ(values(w), seed_values);  // the caller's seed was left alone
+  }
+}
+
+// One gradient reaching two softmaxes (an add's backward passes the same tensor to both): the
+// first must leave it for the second, which may then take it over.
+TEST(Memory, ASharedIncomingGradientIsLeftForItsOtherUser) {
+  manual_seed(5);
+  const Tensor a = randn({16, 8}).requires_grad_(), b = a.detach().clone().requires_grad_(), w = randn({16, 8});
+  sum((softmax(a, -1) + softmax(b, -1)) * w).backward();
+  const Tensor alone = a.detach().requires_grad_();
+  softmax(alone, -1).backward(w);
+  EXPECT_EQ(values(a.grad()), values(alone.grad()));
+  EXPECT_EQ(values(b.grad()), values(alone.grad()));
+}
+
 // Note [Two batch levels]: attention's head-split views of a fused projection go to the gemm as
 // they are, so the product allocates its output and nothing else, and equals the product of the
 // copied operands: bitwise on OpenBLAS, whose kernel does not depend on the leading dimension;

@@ -11,7 +11,9 @@
 //    contains everything backward holds there: the gradient flowing in, the node's outputs and
 //    temporaries, the parameter gradients made so far (and a copy, when one is made on first
 //    arrival), next to what the forward still keeps. The planner measures rather than models all
-//    of that.
+//    of that. A saved-tensor hook also reads the live bytes when backward first uses a tensor the
+//    module saved: that is when a checkpoint of the module recomputes it, and backward then holds
+//    less than at its peak in the module, which comes later, among the module's own gradients.
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
 // loss a model is trained with.
@@ -95,13 +97,20 @@ struct WorkCounter final : autograd::OpObserver {
   }
 };
 
-// Keeps saved tensors as usual, noting that the module saved one.
-autograd::SavedTensorHooks noting_saves(bool& saved) {
-  return {[&saved](const Tensor& t) -> std::any {
-            saved = true;
+// Keeps saved tensors as usual, noting that the module saved one, and the live bytes when backward
+// first uses one of them: the moment a checkpoint of the module would recompute it.
+autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, Device device, int64_t base) {
+  return {[&layer](const Tensor& t) -> std::any {
+            layer.saves = true;
             return t;
           },
-          [](const std::any& packed) { return std::any_cast<Tensor>(packed); }};
+          [&layer, &used, device, base](const std::any& packed) {
+            if (!used) {
+              used = 1;
+              layer.live_at_first_use = memory::stats(device).live_bytes - base;
+            }
+            return std::any_cast<Tensor>(packed);
+          }};
 }
 
 }  // namespace
@@ -151,6 +160,7 @@ std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& 
   std::vector<LayerProfile> layers(n);
   BackwardWindows windows{device, base, &layers, n - 1};
   std::vector<std::weak_ptr<Storage>> outputs(n);
+  std::vector<char> used(n, 0);  // whether backward used a tensor the module saved
 
   Tensor out = sample;
   for (size_t i = 0; i < n; ++i) {
@@ -160,7 +170,7 @@ std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& 
     const auto start = std::chrono::steady_clock::now();
     {
       autograd::OpObserverGuard observe(&work);
-      autograd::SavedTensorHooksGuard note_saves(noting_saves(layer.saves));
+      autograd::SavedTensorHooksGuard watch_saves(watching_saves(layer, used[i], device, base));
       out = chain.links[i].forward(out);
     }
     layer.forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -187,6 +197,10 @@ std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& 
   const MemoryStats end = memory::stats(device);
   layers[windows.current].backward_peak = end.peak_bytes - base;
   for (size_t i = 0; i < windows.current; ++i) layers[i].backward_peak = end.live_bytes - base;
+  // A module whose saved tensors backward never used holds no recompute either; its peak bounds
+  // the moment all the same.
+  for (size_t i = 0; i < n; ++i)
+    if (!used[i]) layers[i].live_at_first_use = layers[i].backward_peak;
   return layers;
 }
 

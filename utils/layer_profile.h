@@ -22,6 +22,9 @@ struct LayerProfile {
   int64_t backward_peak = 0;  // the most live while backward was inside the module
   int64_t forward_flops = 0;  // work of the forward, estimated from shapes (the recompute's cost)
   double forward_ms = 0;      // measured once; reported, never used to choose a plan
+  // live when backward first used a tensor the module saved (where a checkpoint of it recomputes);
+  // backward_peak if it never did
+  int64_t live_at_first_use = 0;
 };
 
 // The work of an op in arithmetic operations, estimated from its tensors as a roofline (Note [Work

@@ -14,14 +14,17 @@
 //  * the recompute. Backward first needs one of the segment's saved tensors in module r, the last
 //    that saved one, and the recompute runs the forward up to r (it stops after the last saved
 //    tensor). It adds max_{a <= j <= r} F(j) - L(a-1) to what backward holds at that moment, which
-//    is at most B(r) - (L(r) - output(r)): the plain step's peak in module r less what its forward
-//    still kept there (at least L(r), less the output if nothing saved it).
+//    is at most U(r) - (L(r) - output(r)): U(r), the live bytes of the plain step at that same
+//    moment (the profile's live_at_first_use), less what its forward still kept there (at least
+//    L(r), less the output if nothing saved it). B(r) would bound it too, but backward's peak in
+//    the module comes later, once the module's gradients are made, and counting it here as well
+//    as in the segment's peak overcounted a GPT block by the 12 MiB of its attention's gradients.
 //  * its input. The checkpoint holds it until the segment's backward is done; the plain step may
 //    have freed it already (when no module saved it), so it counts again.
 // The predicted peak is the largest segment peak, or what all segments keep after the forward
 // if that is more. It is an upper bound of the measured peak, not an estimate: every term is a
-// measured peak or bounds one. It overcounts the output of a checkpointed segment that the next
-// module does not save (it is freed, but stays in K) and what backward holds at the recompute.
+// measured peak or live count, or bounds one. It overcounts the output of a checkpointed segment
+// that the next module does not save (it is freed, but stays in K).
 //
 // Cost. A checkpointed segment costs the forward work of modules a..r: the profile's count of
 // arithmetic operations, the same on every run, so the same profile always gives the same plan
@@ -70,7 +73,7 @@ struct SegmentTable {
         forward_high = std::max(forward_high, m.forward_peak);
         flops += m.forward_flops;
         ms += m.forward_ms;
-        if (m.saves) recompute = {forward_high + m.backward_peak - m.live_after + m.output_bytes, 0, flops, ms};
+        if (m.saves) recompute = {forward_high + m.live_at_first_use - m.live_after + m.output_bytes, 0, flops, ms};
         plain[a][b] = {step_high - before, m.live_after - before, 0, 0.0};
         const int64_t high = std::max(step_high, recompute.high) - before;
         checkpointed[a][b] = {input + high, m.output_bytes, recompute.flops, recompute.ms};

@@ -90,13 +90,17 @@ Node::~Node() {
 // one can observe it, so it becomes .grad as it is; likewise a .grad that only its leaf holds is
 // summed into in place. Anything visible elsewhere (a seed the caller passed, a tensor a hook
 // kept, a formula's output that is also saved for a later node, a .grad the caller holds) keeps
-// the copying behaviour, so results and aliasing are the same either way.
+// the copying behaviour, so results and aliasing are the same either way. A backward formula may
+// use the same test on its incoming gradient (gradient_is_reusable): softmax's writes its result
+// over it, which in attention's backward saves a buffer of the scores' size at the peak.
 namespace {
 bool held_only_here(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
          t.nbytes() == t.storage()->nbytes();
 }
 }  // namespace
+
+bool gradient_is_reusable(const Tensor& g) { return g.defined() && !g.requires_grad() && held_only_here(g); }
 
 void accumulate_grad(TensorImpl& t, Tensor&& g) {
   if (!t.grad.defined()) t.grad = held_only_here(g) ? std::move(g) : g.clone();

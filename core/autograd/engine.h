@@ -21,6 +21,12 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 // lets go of its policy's kept outputs then (Note [Letting kept outputs go] in utils/checkpoint.cpp).
 bool backward_frees_graph();
 
+// Whether a backward formula may write its result into the buffer of its incoming gradient `g`:
+// this handle is the only one on g and on its storage, a whole contiguous buffer, and g is not
+// part of a graph (create_graph). The engine drops g once the node has run, so no one can see the
+// difference (Note [Taking over the incoming gradient] in core/autograd/engine.cpp).
+bool gradient_is_reusable(const Tensor& g);
+
 // Note [End-of-backward callbacks]
 // queue_callback(fn), called while a backward runs (from a hook or a backward formula), runs fn
 // on this thread once that backward's last node has run, before backward() returns; callbacks

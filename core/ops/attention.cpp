@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/autocast.h"
+#include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -98,7 +99,9 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     const Tensor y = c.get(s.probabilities);
-    return {ops::softmax_backward(y, g, y.dim() - 1, s.spec)};
+    // Over g when no one else holds it: attention's backward then holds two buffers of the
+    // scores' size at its peak (the probabilities and this gradient), not three.
+    return {ops::softmax_backward(y, g, y.dim() - 1, s.spec, autograd::gradient_is_reusable(g))};
   }
 };
 

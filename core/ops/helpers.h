@@ -68,8 +68,12 @@ inline Tensor unary_kernel(kernels::UnaryOp op, const Tensor& x, double a = 0, d
 std::optional<Shape> view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape);
 
 // The gradient of a softmax (or, per spec, log_softmax) along `dim` from its output y and the
-// output's gradient g, through the fused softmax_backward kernel.
-Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec);
+// output's gradient g, through the fused softmax_backward kernel. With overwrite_g (a backward
+// formula's autograd::gradient_is_reusable(g)) the result goes over g's buffer when the rows are
+// g's own (dim is the last, g of y's shape and dtype): the kernels read a row's g element before
+// they write that element.
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec,
+                        bool overwrite_g = false);
 
 // Broadcasts, promotes dtypes and runs a binary kernel into a new tensor.
 Tensor binary_kernel(kernels::BinaryOp op, const Tensor& a, const Tensor& b, const char* name);

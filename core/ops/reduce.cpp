@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/autocast.h"
+#include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -40,9 +41,14 @@ Shape squeezed_shape(const Shape& shape, const Shape& dims) {
   return out;
 }
 
-Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec) {
+Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, const kernels::SoftmaxSpec& spec,
+                        bool overwrite_g) {
   if (y.dim() == 0) return softmax_backward(y.reshape({1}), g.reshape({1}), 0, spec).reshape({});
   const int64_t last = y.dim() - 1;
+  if (overwrite_g && dim == last && g.shape() == y.shape() && g.dtype() == y.dtype() && g.is_contiguous()) {
+    if (g.numel() > 0) kernels::softmax_backward[y.device()](y.contiguous(), g, g, spec);
+    return g;
+  }
   const Tensor rows_y = y.transpose(dim, last).contiguous(), rows_g = g.transpose(dim, last).contiguous();
   Tensor gx = empty_on(rows_y.shape(), rows_y.dtype(), rows_y.device());
   if (gx.numel() > 0) kernels::softmax_backward[y.device()](rows_y, rows_g, gx, spec);
@@ -170,7 +176,7 @@ struct Softmax : Function<Softmax<Log>> {
     return y;
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
-    return {ops::softmax_backward(c.get(s.output), g, s.dim, {.log = Log})};
+    return {ops::softmax_backward(c.get(s.output), g, s.dim, {.log = Log}, autograd::gradient_is_reusable(g))};
   }
 };
 
