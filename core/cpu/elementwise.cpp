@@ -95,18 +95,23 @@ struct HostFunctions {
   template <class C> static C pow(C v, C e) { return std::pow(v, e); }
 };
 
+// The rows of unary and binary ops are functions that take their pointers and strides as values
+// (Note [Row loops take values] in core/cpu/softmax.cpp): written inline in the lambdas, a uint8
+// store (a comparison's result, a mask) may alias the captured pointers, and the row reloaded them
+// at every element and stayed scalar (dropout's mask comparison took 6x its time).
+template <class T, class F>
+void unary_row(const T* in, T* o, int64_t n, int64_t s_in, int64_t s_out, F f) {
+  if (s_out == 1 && s_in == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(f(static_cast<Compute<T>>(in[i])));
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i * s_out] = convert<T>(f(static_cast<Compute<T>>(in[i * s_in])));
+  }
+}
+
 template <class T, class F>
 void unary_loop(const Tensor& x, const Tensor& out, F f) {
   for_each_row<2>({&out, &x}, [&](auto p, auto s, int64_t n) {
-    T* o = at<T>(p[0]);
-    const T* in = at<T>(p[1]);
-    simd_dispatch([&] {
-      if (s[0] == 1 && s[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) o[i] = convert<T>(f(static_cast<Compute<T>>(in[i])));
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = convert<T>(f(static_cast<Compute<T>>(in[i * s[1]])));
-      }
-    });
+    simd_dispatch([&] { unary_row<T>(at<T>(p[1]), at<T>(p[0]), n, s[1], s[0], f); });
   });
 }
 
@@ -121,23 +126,23 @@ void unary_cpu(kernels::UnaryOp op, const Tensor& x, const Tensor& out, double a
 }
 
 template <class T, class R, class F>
+void binary_row(const T* a, const T* b, R* o, int64_t n, int64_t sa, int64_t sb, int64_t so, F f) {
+  if (so == 1 && sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
+  } else if (so == 1 && sa == 1 && sb == 0) {  // tensor op broadcast scalar row
+    const Compute<T> bv = static_cast<Compute<T>>(b[0]);
+    for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), bv));
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      o[i * so] = convert<R>(f(static_cast<Compute<T>>(a[i * sa]), static_cast<Compute<T>>(b[i * sb])));
+  }
+}
+
+template <class T, class R, class F>
 void binary_loop(const Tensor& x, const Tensor& y, const Tensor& out, F f) {
   for_each_row<3>({&out, &x, &y}, [&](auto p, auto s, int64_t n) {
-    R* o = at<R>(p[0]);
-    const T* a = at<T>(p[1]);
-    const T* b = at<T>(p[2]);
-    simd_dispatch([&] {  // the activation backwards' rows call exp and erf (Note [Vectorisable float math])
-      if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), static_cast<Compute<T>>(b[i])));
-      } else if (s[0] == 1 && s[1] == 1 && s[2] == 0) {  // tensor op broadcast scalar row
-        const Compute<T> bv = static_cast<Compute<T>>(b[0]);
-        for (int64_t i = 0; i < n; ++i) o[i] = convert<R>(f(static_cast<Compute<T>>(a[i]), bv));
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          o[i * s[0]] = convert<R>(f(static_cast<Compute<T>>(a[i * s[1]]), static_cast<Compute<T>>(b[i * s[2]])));
-      }
-    });
+    // the activation backwards' rows call exp and erf (Note [Vectorisable float math])
+    simd_dispatch([&] { binary_row<T, R>(at<T>(p[1]), at<T>(p[2]), at<R>(p[0]), n, s[1], s[2], s[0], f); });
   });
 }
 
