@@ -20,6 +20,7 @@
 //
 //   checkpoint_frontier [--models gpt8,gpt16,linear16] [--rounds 5] [--budgets 8] [--no-value-check]
 //                       [--torch bench/results/torch_checkpoint_frontier.json] [--json out.json]
+//                       [--configs none,every_other_block,planner@torch:every_other_block]
 // --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
 // its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
 // values (Note [Checking the recompute] in utils/checkpoint.cpp).
@@ -63,6 +64,7 @@ struct Settings {
   std::string json_out;
   int threads = 2;
   bool check_values = true;  // the checkpoint's value check (PyTorch checks shapes and dtypes only)
+  std::vector<std::string> configs;  // --configs: only these (and none, every ratio's base)
 };
 
 // One configuration of one model: its forward (the model's, checkpointed as it says) and what it
@@ -223,17 +225,24 @@ void measure(Bench& b, std::vector<Config>& configs, int rounds) {
   }
 }
 
+// Whether --configs asks for a configuration (none always runs: it is every ratio's base).
+bool wanted(const Settings& s, const std::string& config) {
+  return s.configs.empty() || config == "none" || std::find(s.configs.begin(), s.configs.end(), config) != s.configs.end();
+}
+
 nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torch) {
   std::vector<Config> configs = fixed_configs(b);
+  std::erase_if(configs, [&s](const Config& c) { return !wanted(s, c.name); });
   // The plain step's peak, for the planner's range of budgets.
   measure(b, configs, 0);
   const int64_t plain = configs.front().peak, smallest = b.smallest_budget;
   configs.front().peak = 0;
-  for (int i = 0; i < s.budgets; ++i) {
+  for (int i = 0; i < s.budgets && wanted(s, "planner"); ++i) {
     const int64_t budget = smallest + (plain - smallest) * i / std::max(1, s.budgets - 1);
     configs.push_back({"planner", b.planned(budget), budget});
   }
   for (const auto& [config, peak] : torch_peaks(torch, b.name)) {
+    if (!wanted(s, "planner@torch:" + config)) continue;
     if (peak < smallest) {
       std::printf("frontier model=%s config=planner@torch:%s budget_bytes=%lld infeasible smallest_budget=%lld\n",
                   b.name.c_str(), config.c_str(), static_cast<long long>(peak), static_cast<long long>(smallest));
@@ -284,6 +293,10 @@ int main(int argc, char** argv) {
   app.add_option("--torch", s.torch_json, "bench/torch_checkpoint_frontier.py's JSON: plan for its peaks too")
       ->check(CLI::ExistingFile);
   app.add_option("--json", s.json_out, "write the points here");
+  app.add_option("--configs", s.configs,
+                 "only these configurations (none, every ratio's base, always runs; planner: the budget points; "
+                 "planner@torch:CONFIG): a few points over more rounds")
+      ->delimiter(',');
   app.add_option("--threads", s.threads, "CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("!--no-value-check", s.check_values,
                "check the recompute's shapes and dtypes only, as PyTorch does (CheckpointOptions::check_values)");

@@ -9,6 +9,8 @@ Both files have one schema (bench/torch_checkpoint_frontier.py writes PyTorch's)
      "loadavg_before": [1, 5, 15 min], "loadavg_after": [...],
      "models": {MODEL: {"description": ..., "points": [{"config": ..., "peak_bytes": ...,
                                                         "step_ms": ..., "time_ratio": ...}, ...]}}}
+or, combined from several runs by bench/merge_frontier_runs.py, the run's fields per model in
+"runs": {MODEL: {"rounds": ..., "loadavg_before": ..., "loadavg_after": ..., ...}}.
 A panel is drawn for each model in both files. x is the step's peak in MiB from 0; y is the
 step's time relative to the same framework's plain step (time_ratio), so each framework is
 measured against itself. ember's configurations whose name starts with "planner" are the
@@ -36,7 +38,8 @@ def load(path):
         sys.exit(f"draw_checkpoint_frontier.py: cannot read {path}: {e.strerror}")
     try:
         data = json.loads(text)
-        missing = [k for k in ("framework", "loadavg_before", "loadavg_after", "models") if k not in data]
+        run_fields = ("runs",) if "runs" in data else ("loadavg_before", "loadavg_after")
+        missing = [k for k in ("framework", "models") + run_fields if k not in data]
         if missing:
             raise KeyError(", ".join(missing))
         for entry in data["models"].values():
@@ -152,8 +155,24 @@ def main():
         sys.exit(f"draw_checkpoint_frontier.py: no model is in both files ({args.ember_json}: "
                  f"{sorted(ember['models'])}, {args.torch_json}: {sorted(torch['models'])})")
 
+    def conditions(r):
+        return (f"{r.get('rounds', '?')} rounds, load average {'/'.join(map(str, r['loadavg_before']))} before, "
+                f"{'/'.join(map(str, r['loadavg_after']))} after")
+
+    def run(d):
+        checks = {True: ", the recompute's values checked", False: ", shapes and dtypes checked only"}.get(
+            d.get("check_values"), "")
+        name = " ".join(filter(None, (d["framework"], d.get("version"))))
+        if "runs" in d:  # one line for each run the models came from
+            by_run = {}
+            for model, r in d["runs"].items():
+                by_run.setdefault(conditions(r), []).append(model)
+            return [f"{name}, {', '.join(models)}: {d.get('threads', '?')} threads, {c}{checks}"
+                    for c, models in by_run.items()]
+        return [f"{name}: {d.get('threads', '?')} threads, {conditions(d)}{checks}"]
+    lines = run(ember) + run(torch)
     width = max(LEFT + len(models) * (PANEL_W + LEFT + RIGHT), 820)  # at least the title's and the legend's
-    height = TOP + PANEL_H + BOTTOM
+    height = TOP + PANEL_H + BOTTOM + 14 * max(0, len(lines) - 2)  # room for a line per run
     svg = Svg()
     svg.add("rect", width="100%", height="100%", fill="white")
     svg.add("text", "Activation checkpointing: the peak and the time of one training step, ember and PyTorch",
@@ -168,15 +187,8 @@ def main():
     svg.marker("square", LEFT + 404, legend_y - 4, TORCH)
     svg.add("text", f"PyTorch {torch.get('version', '')}", x=LEFT + 414, y=legend_y)
 
-    def run(d):
-        checks = {True: ", the recompute's values checked", False: ", shapes and dtypes checked only"}.get(
-            d.get("check_values"), "")
-        name = " ".join(filter(None, (d["framework"], d.get("version"))))
-        return (f"{name}: {d.get('threads', '?')} threads, {d.get('rounds', '?')} "
-                f"rounds, load average {'/'.join(map(str, d['loadavg_before']))} before, "
-                f"{'/'.join(map(str, d['loadavg_after']))} after{checks}")
-    for i, d in enumerate((ember, torch)):
-        svg.add("text", run(d), x=LEFT, y=legend_y + 22 + 14 * i, font_size=10, fill="#555")
+    for i, line in enumerate(lines):
+        svg.add("text", line, x=LEFT, y=legend_y + 22 + 14 * i, font_size=10, fill="#555")
 
     with open(args.out, "w") as f:
         f.write(f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "

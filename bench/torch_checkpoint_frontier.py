@@ -220,7 +220,8 @@ MODELS = {"gpt8": lambda args: gpt(8, args), "gpt16": lambda args: gpt(16, args)
 
 def measure(model_name, args):
     description, build, train, is_gpt = MODELS[model_name](args)
-    points = [Point(name, build, train) for name, (_, gpt_only) in CONFIGS.items() if is_gpt or not gpt_only]
+    points = [Point(name, build, train) for name, (_, gpt_only) in CONFIGS.items()
+              if (is_gpt or not gpt_only) and (name == "none" or args.configs is None or name in args.configs)]
     for p in points:
         p.peak = measured_peak(p.step, p.model)
         for counter in p.log.values():
@@ -261,11 +262,14 @@ def main():
     parser.add_argument("--vocab", type=int, default=114, help="the GPT's vocabulary (train_gpt's distinct characters)")
     parser.add_argument("--dropout", type=float, default=0.0, help="the GPT's dropout (train_gpt's default: 0)")
     parser.add_argument("--json", help="write the points to this file")
+    parser.add_argument("--configs", type=lambda s: s.split(","),
+                        help="comma-separated subset of the configurations to measure (none, every ratio's base, "
+                             "always runs): to measure a few points over more rounds")
     args = parser.parse_args()
     models = args.models.split(",")
-    unknown = [m for m in models if m not in MODELS]
+    unknown = [m for m in models if m not in MODELS] + [c for c in args.configs or [] if c not in CONFIGS]
     if unknown or args.rounds < 3:
-        parser.error(f"unknown model(s) {unknown}" if unknown else "--rounds must be at least 3")
+        parser.error(f"unknown model(s) or configuration(s) {unknown}" if unknown else "--rounds must be at least 3")
     torch.set_num_threads(args.threads)
     load_before = [round(v, 2) for v in os.getloadavg()]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds, load average {load_before}",

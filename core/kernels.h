@@ -279,10 +279,12 @@ struct Window2d {
 // Convolution (cross-correlation) of x contiguous [n, c, h, w] with weight contiguous
 // [oc, c*kh*kw]: out contiguous [n, oc, oh*ow], bias not included.
 using Conv2dFwdFn = void(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out);
-// Its adjoint in x: grad_x contiguous [n, c, h, w] is written from grad contiguous [n, oc, oh*ow].
-using Conv2dBwdInputFn = void(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x);
-// Its adjoint in the weight: grad_weight contiguous [oc, c*kh*kw] is written, summed over the batch.
-using Conv2dBwdWeightFn = void(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight);
+// Its adjoints, from grad contiguous [n, oc, oh*ow]: in x, grad_x contiguous [n, c, h, w], and in
+// the weight, grad_weight contiguous [oc, c*kh*kw] summed over the batch; either may be undefined
+// (not wanted). One kernel for both, so that an implementation can share work between them
+// (oneDNN reads grad once in its own layout for both: Note [Convolution through oneDNN]).
+using Conv2dBwdFn = void(const Tensor& grad, const Tensor& x, const Tensor& weight, const Window2d& g,
+                         const Tensor& grad_x, const Tensor& grad_weight);
 // out [n, c, oh, ow] = window max; indices (int64, same shape) = flat h*w position of the max
 using MaxPool2dFwdFn = void(const Tensor& x, const Window2d& g, const Tensor& out, const Tensor& indices);
 // grad_x (zero-filled by the caller) [n, c, h, w] += grad_out at the recorded positions
@@ -381,8 +383,7 @@ inline Kernel<GatherFn> gather{"gather", Writes{5}};
 inline Kernel<ScatterAddFn> scatter_add{"scatter_add", Writes{5}};
 inline Kernel<RandomFn> random{"random", Writes{1}};
 inline Kernel<Conv2dFwdFn> conv2d_forward{"conv2d_forward", Writes{3}};
-inline Kernel<Conv2dBwdInputFn> conv2d_backward_input{"conv2d_backward_input", Writes{3}};
-inline Kernel<Conv2dBwdWeightFn> conv2d_backward_weight{"conv2d_backward_weight", Writes{3}};
+inline Kernel<Conv2dBwdFn> conv2d_backward{"conv2d_backward", Writes{4, 5}};
 inline Kernel<MaxPool2dFwdFn> max_pool2d_forward{"max_pool2d_forward", Writes{2, 3}};
 inline Kernel<MaxPool2dBwdFn> max_pool2d_backward{"max_pool2d_backward", Writes{3}};
 inline Kernel<AvgPool2dFwdFn> avg_pool2d_forward{"avg_pool2d_forward", Writes{3}};

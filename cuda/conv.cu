@@ -61,7 +61,7 @@ void conv2d_forward_cuda(const Tensor& x, const Tensor& weight, const Window2d& 
   kernels::matmul[x.device()](weight.unsqueeze(0).expand({g.n, oc, ck}), cols, out, false);
 }
 
-void conv2d_backward_input_cuda(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
+void input_gradient(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
   if (cudnn::conv2d_backward_input(grad, weight, g, grad_x)) return;
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow;
   Tensor cols = device_empty({g.n, ck, cells}, grad);
@@ -95,7 +95,7 @@ void weight_gradient_of_samples(const Tensor& grad, const Tensor& x, Window2d g,
                                  grad_weight.unsqueeze(0), false);
 }
 
-void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
+void weight_gradient(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
   if (cudnn::conv2d_backward_weight(grad, x, g, grad_weight)) return;
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1), cells = g.oh * g.ow;
   // cuBLAS's k = samples * cells must be an int (a single sample past that is the matmul's error)
@@ -110,10 +110,15 @@ void conv2d_backward_weight_cuda(const Tensor& grad, const Tensor& x, const Wind
   kernels::reduce[grad.device()](kernels::ReduceOp::Sum, partial, 1, chunks, oc * ck, grad_weight);
 }
 
+void conv2d_backward_cuda(const Tensor& grad, const Tensor& x, const Tensor& weight, const Window2d& g,
+                          const Tensor& grad_x, const Tensor& grad_weight) {
+  if (grad_x.defined()) input_gradient(grad, weight, g, grad_x);
+  if (grad_weight.defined()) weight_gradient(grad, x, g, grad_weight);
+}
+
 const bool registered =
     kernels::add_kernel(kernels::conv2d_forward, DeviceType::CUDA, &conv2d_forward_cuda) &&
-    kernels::add_kernel(kernels::conv2d_backward_input, DeviceType::CUDA, &conv2d_backward_input_cuda) &&
-    kernels::add_kernel(kernels::conv2d_backward_weight, DeviceType::CUDA, &conv2d_backward_weight_cuda);
+    kernels::add_kernel(kernels::conv2d_backward, DeviceType::CUDA, &conv2d_backward_cuda);
 
 }  // namespace
 }  // namespace ember::cuda

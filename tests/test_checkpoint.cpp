@@ -307,6 +307,26 @@ TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
   EXPECT_NE(fingerprint(square.t()), fingerprint(square));
 }
 
+// Note [Fingerprints of 16-bit tensors]: a bfloat16 or float16 tensor has its float32 copy's
+// fingerprint, in every layout, computed without making that copy.
+TEST(Fingerprint, SixteenBitTensorsGiveTheirFloat32BitsWithoutACopy) {
+  for (const DType dtype : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = randn({8, 160, 96}).to(dtype);
+    for (const Tensor& v : {x, x.narrow(2, 0, 64).transpose(1, 2), x.slice(0, 1, 8, 3)}) {
+      const uint64_t widened = fingerprint(v.to(kFloat32));
+      const int64_t before = memory::stats().live_bytes;
+      memory::reset_peak();
+      EXPECT_EQ(fingerprint(v), widened);
+      EXPECT_EQ(memory::stats().peak_bytes, before);  // nothing allocated
+    }
+    // A change of one element shows.
+    Tensor changed = x.clone();
+    changed.view({-1}).narrow(0, 777, 1).fill_(3.0);
+    EXPECT_NE(fingerprint(changed), fingerprint(x));
+  }
+}
+
 TEST_F(Checkpoint, EarlyStopSkipsWhatFollowsTheLastSavedTensor) {
   int heads = 0, tails = 0;
   Tensor x = randn({5}).requires_grad_();

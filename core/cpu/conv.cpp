@@ -225,10 +225,7 @@ void conv2d_forward_cpu(const Tensor& x, const Tensor& weight, const Window2d& g
   });
 }
 
-void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
-  if (use_onednn() && conv2d_backward_input_dnnl(grad, weight, g, grad_x)) return;
-  if (grad.dtype() == kBFloat16)
-    return kernels::conv2d_backward_input.staged(&conv2d_backward_input_cpu, grad, weight, g, grad_x);
+void input_gradient(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
   const int64_t oc = weight.size(0), ck = weight.size(1), cells = g.oh * g.ow, plane = g.c * g.h * g.w;
   const bool pointwise = is_pointwise(g);
   const SampleSplit split(g.n, pointwise ? 0 : ck * cells, grad.dtype());
@@ -244,10 +241,7 @@ void conv2d_backward_input_cpu(const Tensor& grad, const Tensor& weight, const W
   });
 }
 
-void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
-  if (use_onednn() && conv2d_backward_weight_dnnl(grad, x, g, grad_weight)) return;
-  if (grad.dtype() == kBFloat16)
-    return kernels::conv2d_backward_weight.staged(&conv2d_backward_weight_cpu, grad, x, g, grad_weight);
+void weight_gradient(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
   const int64_t oc = grad_weight.size(0), ck = grad_weight.size(1), cells = g.oh * g.ow, size = oc * ck;
   // A worker's scratch: its partial sum of the weight gradient, then a sample's columns.
   const SampleSplit split(g.n, size + (is_pointwise(g) ? 0 : ck * cells), x.dtype());
@@ -268,12 +262,18 @@ void conv2d_backward_weight_cpu(const Tensor& grad, const Tensor& x, const Windo
   });
 }
 
+void conv2d_backward_cpu(const Tensor& grad, const Tensor& x, const Tensor& weight, const Window2d& g,
+                         const Tensor& grad_x, const Tensor& grad_weight) {
+  if (use_onednn() && conv2d_backward_dnnl(grad, x, weight, g, grad_x, grad_weight)) return;
+  if (grad.dtype() == kBFloat16)
+    return kernels::conv2d_backward.staged(&conv2d_backward_cpu, grad, x, weight, g, grad_x, grad_weight);
+  if (grad_x.defined()) input_gradient(grad, weight, g, grad_x);
+  if (grad_weight.defined()) weight_gradient(grad, x, g, grad_weight);
+}
+
 const bool registered =
     kernels::add_kernel(kernels::conv2d_forward, DeviceType::CPU, &conv2d_forward_cpu, kernels::SixteenBit::BFloat16) &&
-    kernels::add_kernel(kernels::conv2d_backward_input, DeviceType::CPU, &conv2d_backward_input_cpu,
-                        kernels::SixteenBit::BFloat16) &&
-    kernels::add_kernel(kernels::conv2d_backward_weight, DeviceType::CPU, &conv2d_backward_weight_cpu,
-                        kernels::SixteenBit::BFloat16);
+    kernels::add_kernel(kernels::conv2d_backward, DeviceType::CPU, &conv2d_backward_cpu, kernels::SixteenBit::BFloat16);
 
 }  // namespace
 }  // namespace ember::cpu

@@ -19,6 +19,10 @@
 //  - Scratch memory (the primitives' scratchpads, the reordered tensors) comes from ember's
 //    allocator, so the memory statistics count it, as they count the reference's columns.
 //  - The bias stays with the op (core/ops/conv.cpp): one add and one sum on either path.
+//  - Backward runs two primitives, the input's gradient and the weight's, and both read the output's
+//    gradient in their own layout. When the two layouts agree (they do for every convolution of the
+//    ResNet-20), the gradient is reordered once for both (kernels::conv2d_backward computes the two
+//    together for this), one pass over an activation less per convolution.
 //  - bfloat16: on a CPU with AVX512-BF16 the same primitives run on bfloat16 tensors (the
 //    products in hardware, Note [bfloat16 products through oneDNN]); oneDNN accumulates in
 //    float32 and rounds each output once, the numbers of the float32 convolution of the same
@@ -151,19 +155,23 @@ Cache& cache() {
 
 std::atomic<int64_t> runs{0};
 
-// Runs `conv` on plain buffers a, b -> out, reordering where its layouts differ.
-void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& out) {
+// An input in the primitive's layout: t itself, or t reordered into `scratch`.
+memory in_layout(const Operand& op, const Tensor& t, Scratch& scratch, dnnl::stream& stream) {
+  memory plain(op.plain, cpu_engine(), t.raw_data());
+  if (!op.reorder) return plain;
+  memory inner = scratch.view(op.inner);
+  op.reorder->execute(stream, plain, inner);
+  return inner;
+}
+
+// Runs `conv` on plain buffers a, b -> out, reordering where its layouts differ; a_ready, when
+// given, is a already in the primitive's layout.
+void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& out,
+             const std::optional<memory>& a_ready = std::nullopt) {
   const auto& engine = cpu_engine();
   dnnl::stream stream(engine);
   Scratch a_inner, b_inner, out_inner, pad;
-  const auto input = [&](const Operand& op, const Tensor& t, Scratch& scratch) {
-    memory plain(op.plain, engine, t.raw_data());
-    if (!op.reorder) return plain;
-    memory inner = scratch.view(op.inner);
-    op.reorder->execute(stream, plain, inner);
-    return inner;
-  };
-  memory ma = input(conv.a, a, a_inner), mb = input(conv.b, b, b_inner);
+  memory ma = a_ready ? *a_ready : in_layout(conv.a, a, a_inner, stream), mb = in_layout(conv.b, b, b_inner, stream);
   memory out_plain(conv.out.plain, engine, out.raw_data());
   memory mout = conv.out.reorder ? out_inner.view(conv.out.inner) : out_plain;
   std::unordered_map<int, memory> args{{conv.arg_a, ma}, {conv.arg_b, mb}, {conv.arg_out, mout}};
@@ -173,16 +181,14 @@ void execute(const Conv& conv, const Tensor& a, const Tensor& b, const Tensor& o
   stream.wait();
 }
 
-bool run(Direction direction, const Tensor& a, const Tensor& b, const Window2d& g, int64_t oc, const Tensor& out) {
+// The primitive for a -> out in `direction`, or null where oneDNN does not take the case.
+std::shared_ptr<const Conv> primitive(Direction direction, const Tensor& a, const Tensor& b, const Window2d& g,
+                                      int64_t oc, const Tensor& out) {
   const bool bfloat16 = a.dtype() == kBFloat16 && cpu_has_bfloat16_products();
-  if ((a.dtype() != kFloat32 && !bfloat16) || b.dtype() != a.dtype() || out.dtype() != a.dtype()) return false;
-  if (g.n == 0 || g.c == 0 || oc == 0 || g.oh == 0 || g.ow == 0) return false;
+  if ((a.dtype() != kFloat32 && !bfloat16) || b.dtype() != a.dtype() || out.dtype() != a.dtype()) return nullptr;
+  if (g.n == 0 || g.c == 0 || oc == 0 || g.oh == 0 || g.ow == 0) return nullptr;
   const auto type = bfloat16 ? memory::data_type::bf16 : memory::data_type::f32;
-  const auto conv = cache().get({direction, g, oc, type, omp_get_max_threads()});
-  if (!conv) return false;
-  execute(*conv, a, b, out);
-  ++runs;
-  return true;
+  return cache().get({direction, g, oc, type, omp_get_max_threads()});
 }
 
 }  // namespace
@@ -190,15 +196,32 @@ bool run(Direction direction, const Tensor& a, const Tensor& b, const Window2d& 
 DnnlConvCounts dnnl_conv_counts() { return {runs.load(), cache().size()}; }
 
 bool conv2d_forward_dnnl(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out) {
-  return run(Direction::Forward, x, weight, g, weight.size(0), out);
+  const auto conv = primitive(Direction::Forward, x, weight, g, weight.size(0), out);
+  if (!conv) return false;
+  execute(*conv, x, weight, out);
+  ++runs;
+  return true;
 }
 
-bool conv2d_backward_input_dnnl(const Tensor& grad, const Tensor& weight, const Window2d& g, const Tensor& grad_x) {
-  return run(Direction::BackwardInput, grad, weight, g, weight.size(0), grad_x);
-}
-
-bool conv2d_backward_weight_dnnl(const Tensor& grad, const Tensor& x, const Window2d& g, const Tensor& grad_weight) {
-  return run(Direction::BackwardWeight, grad, x, g, grad_weight.size(0), grad_weight);
+bool conv2d_backward_dnnl(const Tensor& grad, const Tensor& x, const Tensor& weight, const Window2d& g,
+                          const Tensor& grad_x, const Tensor& grad_weight) {
+  const int64_t oc = weight.size(0);
+  std::shared_ptr<const Conv> data, weights;
+  if (grad_x.defined() && !(data = primitive(Direction::BackwardInput, grad, weight, g, oc, grad_x))) return false;
+  if (grad_weight.defined() && !(weights = primitive(Direction::BackwardWeight, grad, x, g, oc, grad_weight)))
+    return false;
+  // The output's gradient once in the layout both primitives read (see the Note).
+  Scratch shared;
+  std::optional<memory> ready;
+  if (data && weights && data->a.reorder && data->a.inner == weights->a.inner) {
+    dnnl::stream stream(cpu_engine());
+    ready = in_layout(data->a, grad, shared, stream);
+    stream.wait();
+  }
+  if (data) execute(*data, grad, weight, grad_x, ready);
+  if (weights) execute(*weights, grad, x, grad_weight, ready);
+  runs += (data ? 1 : 0) + (weights ? 1 : 0);
+  return true;
 }
 
 }  // namespace ember::cpu
@@ -208,10 +231,8 @@ bool conv2d_backward_weight_dnnl(const Tensor& grad, const Tensor& x, const Wind
 namespace ember::cpu {
 
 bool conv2d_forward_dnnl(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) { return false; }
-bool conv2d_backward_input_dnnl(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) {
-  return false;
-}
-bool conv2d_backward_weight_dnnl(const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&) {
+bool conv2d_backward_dnnl(const Tensor&, const Tensor&, const Tensor&, const kernels::Window2d&, const Tensor&,
+                          const Tensor&) {
   return false;
 }
 DnnlConvCounts dnnl_conv_counts() { return {0, 0}; }

@@ -10,10 +10,10 @@
 namespace ember::cpu {
 
 bool conv2d_forward_dnnl(const Tensor& x, const Tensor& weight, const kernels::Window2d& g, const Tensor& out);
-bool conv2d_backward_input_dnnl(const Tensor& grad, const Tensor& weight, const kernels::Window2d& g,
-                                const Tensor& grad_x);
-bool conv2d_backward_weight_dnnl(const Tensor& grad, const Tensor& x, const kernels::Window2d& g,
-                                 const Tensor& grad_weight);
+// Computes the gradients that are defined, or none of them (false) where oneDNN does not take one:
+// the caller's kernel then computes them all.
+bool conv2d_backward_dnnl(const Tensor& grad, const Tensor& x, const Tensor& weight, const kernels::Window2d& g,
+                          const Tensor& grad_x, const Tensor& grad_weight);
 
 // What the tests check the cache by: the convolutions oneDNN has run, and the geometries the
 // cache holds (those oneDNN rejected too).

@@ -52,6 +52,15 @@ inline constexpr int64_t kRunLanes = 16;
 template <class T>
 inline constexpr uint64_t kWords = fingerprint::kWordsPerElement<T>;
 
+// Note [Fingerprints of 16-bit tensors]
+// A bfloat16 or float16 element is fingerprinted as its float32 value's bits, widened as it is
+// read: the bits the kernel table's staging through float32 gives (Note [Sixteen-bit floats
+// through float32]; CUDA's kernel is still staged), so a tensor's fingerprint is the same on both
+// devices, without the float32 copy of the tensor that staging makes. That copy was twice the tensor: the largest buffer alive at the peak
+// of a checkpointed bfloat16 GPT step, whose value check fingerprints the attention probabilities.
+template <class T>
+using Read = std::conditional_t<is_sixteen_bit_float<T>, float, T>;
+
 // Element j of a run into its S, H and J one by one.
 template <class T>
 void add_to_run(Run& run, uint64_t j, T value) {
@@ -109,8 +118,9 @@ fingerprint::Sums sums_of(const Run& run, int64_t b, int64_t step) {
 template <class T>
 fingerprint::Sums chunk_sums(const T* p, int64_t begin, int64_t end) {
   const T* first = p + begin;
-  const Run run = simd_dispatch([&] { return run_sums<T>(end - begin, [first](int64_t j) { return first[j]; }); });
-  return sums_of<T>(run, begin, 1);
+  const Run run =
+      simd_dispatch([&] { return run_sums<Read<T>>(end - begin, [first](int64_t j) { return Read<T>(first[j]); }); });
+  return sums_of<Read<T>>(run, begin, 1);
 }
 
 // A view read in memory order (Note [Fingerprints of strided views]): its dims of size > 1 from
@@ -159,9 +169,10 @@ fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t beg
     fingerprint::Sums s;
     for (int64_t row = begin; row < end; ++row) {
       const T* data = p + offset;
-      const Run run = stride == 1 ? run_sums<T>(length, [data](int64_t j) { return data[j]; })
-                                  : run_sums<T>(length, [data, stride](int64_t j) { return data[j * stride]; });
-      fingerprint::add(s, sums_of<T>(run, position, step));
+      const Run run = stride == 1
+                          ? run_sums<Read<T>>(length, [data](int64_t j) { return Read<T>(data[j]); })
+                          : run_sums<Read<T>>(length, [data, stride](int64_t j) { return Read<T>(data[j * stride]); });
+      fingerprint::add(s, sums_of<Read<T>>(run, position, step));
       for (size_t d = inner; d-- > 0;) {  // the next row
         position += order.logical_strides[d];
         offset += order.strides[d];
@@ -190,7 +201,7 @@ fingerprint::Sums parallel_sums(int64_t n, int64_t work, const Fn& fn) {
 }
 
 uint64_t fingerprint_cpu(const Tensor& x) {
-  return dispatch(x.dtype(), [&]<class T>() {
+  return dispatch_any(x.dtype(), [&]<class T>() {
     const T* p = x.data<T>();
     const int64_t n = x.numel();
     if (x.is_contiguous() || n <= 1)
@@ -202,7 +213,8 @@ uint64_t fingerprint_cpu(const Tensor& x) {
   });
 }
 
-const bool registered = kernels::add_kernel(kernels::fingerprint, DeviceType::CPU, &fingerprint_cpu);
+const bool registered =
+    kernels::add_kernel(kernels::fingerprint, DeviceType::CPU, &fingerprint_cpu, kernels::SixteenBit::Native);
 
 }  // namespace
 }  // namespace ember::cpu

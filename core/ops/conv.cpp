@@ -47,14 +47,12 @@ struct Conv2d : Function<Conv2d> {
     const Tensor x = c.get(s.input), weight = c.get(s.weight);
     const Tensor g3 = grad.contiguous().view({g.n, weight.size(0), g.oh * g.ow});
     Tensor gx, gw, gb;
-    if (c.needs_input_grad(0)) {
-      gx = ops::empty_on(x.shape(), x.dtype(), x.device());
-      if (gx.numel() > 0) kernels::conv2d_backward_input[x.device()](g3, flat_weight(weight, g), g, gx);
-    }
-    if (c.needs_input_grad(1)) {
-      gw = ops::empty_on(weight.shape(), weight.dtype(), weight.device());
-      if (gw.numel() > 0) kernels::conv2d_backward_weight[x.device()](g3, x.contiguous(), g, flat_weight(gw, g));
-    }
+    if (c.needs_input_grad(0)) gx = ops::empty_on(x.shape(), x.dtype(), x.device());
+    if (c.needs_input_grad(1)) gw = ops::empty_on(weight.shape(), weight.dtype(), weight.device());
+    const auto wanted = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
+    const Tensor wanted_x = wanted(gx) ? gx : Tensor(), wanted_w = wanted(gw) ? flat_weight(gw, g) : Tensor();
+    if (wanted_x.defined() || wanted_w.defined())
+      kernels::conv2d_backward[x.device()](g3, x.contiguous(), flat_weight(weight, g), g, wanted_x, wanted_w);
     if (c.needs_input_grad(2)) gb = sum(g3, {0, 2});
     return {gx, gw, gb};
   }
