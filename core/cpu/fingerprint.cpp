@@ -56,8 +56,9 @@ inline constexpr uint64_t kWords = fingerprint::kWordsPerElement<T>;
 // A bfloat16 or float16 element is fingerprinted as its float32 value's bits, widened as it is
 // read: the bits the kernel table's staging through float32 gives (Note [Sixteen-bit floats
 // through float32]; CUDA's kernel is still staged), so a tensor's fingerprint is the same on both
-// devices, without the float32 copy of the tensor that staging makes. That copy was twice the tensor: the largest buffer alive at the peak
-// of a checkpointed bfloat16 GPT step, whose value check fingerprints the attention probabilities.
+// devices, without the float32 copy of the tensor that staging makes. That copy, twice the
+// tensor, was the largest buffer alive at the peak of a checkpointed bfloat16 GPT step, whose
+// value check fingerprints the attention probabilities.
 template <class T>
 using Read = std::conditional_t<is_sixteen_bit_float<T>, float, T>;
 
