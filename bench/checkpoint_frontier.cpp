@@ -227,7 +227,7 @@ void measure(Bench& b, std::vector<Config>& configs, int rounds) {
 
 // Whether --configs asks for a configuration (none always runs: it is every ratio's base).
 bool wanted(const Settings& s, const std::string& config) {
-  return s.configs.empty() || config == "none" || std::find(s.configs.begin(), s.configs.end(), config) != s.configs.end();
+  return s.configs.empty() || config == "none" || std::ranges::find(s.configs, config) != s.configs.end();
 }
 
 nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torch) {

@@ -16,8 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
-from compare_gpt import make_gpt  # noqa: E402
-from torch_checkpoint_frontier import SEED, Checkpointed  # noqa: E402
+from torch_checkpoint_frontier import SEED, Checkpointed, gpt  # noqa: E402
 from torch_checkpoint_sweep import measured_peak  # noqa: E402
 
 
@@ -27,25 +26,20 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--vocab", type=int, default=114, help="train_gpt's distinct characters")
     args = parser.parse_args()
+    args.dropout = 0.0  # train_gpt's default
     torch.set_num_threads(args.threads)
-    cfg = {"vocab_size": args.vocab, "context": 256, "embed_dim": 128, "heads": 4, "layers": args.layers,
-           "dropout": 0.0}
-    g = torch.Generator().manual_seed(SEED)
-    x = torch.randint(0, args.vocab, (16, 256), generator=g)
-    y = torch.randint(0, args.vocab, (16, 256), generator=g)
+    _, build, train, _ = gpt(args.layers, args)  # torch_checkpoint_frontier.py's GPT, batch and step
     for amp in ("none", "bf16"):
         for checkpoint in ("none", "blocks"):
             torch.manual_seed(SEED)
-            model = make_gpt(torch, cfg).train()
+            model, blocks = build()
             if checkpoint == "blocks":  # every block but the last, as ember's --checkpoint blocks
-                for i in range(len(model.blocks) - 1):
-                    model.blocks[i] = Checkpointed(model.blocks[i])
+                for i in range(len(blocks) - 1):
+                    blocks[i] = Checkpointed(blocks[i])
 
             def step():
                 model.zero_grad(set_to_none=True)
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"):
-                    loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
-                loss.backward()
+                train(model, bf16=amp == "bf16")
             print(f"torch {torch.__version__} layers={args.layers} amp={amp} checkpoint={checkpoint} "
                   f"peak_bytes={measured_peak(step, model)}", flush=True)
 

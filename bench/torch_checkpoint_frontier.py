@@ -192,8 +192,10 @@ def gpt(layers, args):
     x = torch.randint(0, args.vocab, (batch, cfg["context"]), generator=g)
     y = torch.randint(0, args.vocab, (batch, cfg["context"]), generator=g)
 
-    def train(model):  # the logits are a temporary, as in train_gpt's sweep
-        torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    def train(model, bf16=False):  # the logits are a temporary, as in train_gpt's sweep
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):  # the forward and the loss
+            loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
     return description, build, train, True
 
 
