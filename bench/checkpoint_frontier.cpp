@@ -21,9 +21,11 @@
 //   checkpoint_frontier [--models gpt8,gpt16,linear16] [--rounds 5] [--budgets 8] [--no-value-check]
 //                       [--torch bench/results/torch_checkpoint_frontier.json] [--json out.json]
 //                       [--configs none,every_other_block,planner@torch:every_other_block]
+//                       [--both-value-checks]
 // --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
 // its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
-// values (Note [Checking the recompute] in utils/checkpoint.cpp).
+// values (Note [Checking the recompute] in utils/checkpoint.cpp). --both-value-checks runs every
+// planner point both ways, taking turns, so that the check's cost is measured within one run.
 //
 // bench/draw_checkpoint_frontier.py draws the JSON next to PyTorch's (docs/checkpoint_frontier.svg).
 #include <CLI/CLI.hpp>
@@ -64,6 +66,7 @@ struct Settings {
   std::string json_out;
   int threads = 2;
   bool check_values = true;  // the checkpoint's value check (PyTorch checks shapes and dtypes only)
+  bool both_checks = false;  // every planner point also without the value check, taking turns
   std::vector<std::string> configs;  // --configs: only these (and none, every ratio's base)
 };
 
@@ -159,7 +162,8 @@ void make_linear(Bench& b) {
   b.planned = [&b](int64_t budget) {
     const utils::SelectivePlan plan = utils::plan_selective(*b.blocks, b.x, budget);
     std::printf("  plan for %lld bytes: %s\n", static_cast<long long>(budget), plan.str().c_str());
-    return examples::Forward([&b, plan](const Tensor& x) { return utils::run_plan(*b.blocks, plan, x, b.options); });
+    return examples::Forward(
+        [&b, plan, options = b.options](const Tensor& x) { return utils::run_plan(*b.blocks, plan, x, options); });
   };
 }
 
@@ -237,10 +241,16 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
   measure(b, configs, 0);
   const int64_t plain = configs.front().peak, smallest = b.smallest_budget;
   configs.front().peak = 0;
-  for (int i = 0; i < s.budgets && wanted(s, "planner"); ++i) {
-    const int64_t budget = smallest + (plain - smallest) * i / std::max(1, s.budgets - 1);
-    configs.push_back({"planner", b.planned(budget), budget});
-  }
+  // A planner point, and with --both-value-checks the same plan without the value check.
+  const auto add_planned = [&](const std::string& name, int64_t budget) {
+    configs.push_back({name, b.planned(budget), budget});
+    if (!s.both_checks) return;
+    b.options.check_values = false;
+    configs.push_back({name + "/shapes_only", b.planned(budget), budget});
+    b.options.check_values = s.check_values;
+  };
+  for (int i = 0; i < s.budgets && wanted(s, "planner"); ++i)
+    add_planned("planner", smallest + (plain - smallest) * i / std::max(1, s.budgets - 1));
   for (const auto& [config, peak] : torch_peaks(torch, b.name)) {
     if (!wanted(s, "planner@torch:" + config)) continue;
     if (peak < smallest) {
@@ -248,7 +258,7 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
                   b.name.c_str(), config.c_str(), static_cast<long long>(peak), static_cast<long long>(smallest));
       continue;
     }
-    configs.push_back({"planner@torch:" + config, b.planned(peak), peak});
+    add_planned("planner@torch:" + config, peak);
   }
   measure(b, configs, s.rounds);
   nlohmann::json points = nlohmann::json::array();
@@ -300,6 +310,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", s.threads, "CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("!--no-value-check", s.check_values,
                "check the recompute's shapes and dtypes only, as PyTorch does (CheckpointOptions::check_values)");
+  app.add_flag("--both-value-checks", s.both_checks,
+               "run every planner point also with shapes and dtypes checked only (<config>/shapes_only), "
+               "taking turns with the checked one: the value check's cost in one run");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(s.threads);

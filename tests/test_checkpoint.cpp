@@ -164,6 +164,28 @@ TEST_F(Checkpoint, ValueCheckIsNotFooledByMemoryReusedBetweenSaves) {
   expect_error([&] { changed.backward(); }, "holds other values than the forward saved");
 }
 
+// Note [Saved tensors not recomputed]: the recompute fingerprints only what it recomputed; a
+// parameter or an input it saved as they were is the forward's tensor, unless written since.
+TEST_F(Checkpoint, ValueCheckFingerprintsOnlyWhatTheRecomputeMade) {
+  nn::Linear linear(4, 3);
+  auto fn = [&](const Tensor& x) { return exp(linear(x)); };
+  Tensor x = randn({2, 4}).requires_grad_();
+  sum(utils::checkpoint(fn, x)).backward();
+  // The product saved x and the weight's transposed view, exp its output: only exp's is new.
+  EXPECT_EQ(utils::checkpoint_stats().tensors_packed, 3);
+  EXPECT_EQ(utils::checkpoint_stats().values_compared, 1);
+
+  // The weight written in place between the forward and the backward: a new version, compared,
+  // and its new values are not the forward's.
+  linear.weight.set_grad(Tensor());
+  Tensor out = utils::checkpoint(fn, x);
+  {
+    NoGradGuard no_grad;
+    linear.weight.mul_(2.0);
+  }
+  expect_error([&] { sum(out).backward(); }, "(saved by matmul, [4, 3]) holds other values than the forward saved");
+}
+
 TEST_F(Checkpoint, ValueCheckCatchesStateThatChangedBeforeBackward) {
   double scale = 2.0;  // captured by reference: the recompute sees the new value
   auto fn = [&](const Tensor& x) { return exp(x * scale); };
@@ -280,8 +302,14 @@ TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
   Tensor ones_dims = randn({1, 300, 1, 7});
   // attention's q: a head-split view of one [b, t, 3 * h * e] projection, strides [t*3he, e, 3he, 1]
   Tensor q = randn({8, 160, 3 * 4 * 32}).narrow(2, 0, 4 * 32).view({8, 160, 4, 32}).transpose(1, 2);
+  // Note [Fingerprints of short rows]: tiles of 20 lanes (a group of 16 and one of 4), of two
+  // words each, and 7 x 157 rounds, which two threads split inside an outer row
+  Tensor q64 = randn({7, 157, 3 * 5 * 4}, kFloat64).narrow(2, 20, 5 * 4).view({7, 157, 5, 4}).transpose(1, 2);
   const std::vector<std::pair<const char*, Tensor>> views = {
       {"attention's head-split q", q},
+      {"head-split float64, 5 heads of 4", q64},
+      {"head-split uint8", randint(0, 256, {4, 50, 24}, kUInt8).narrow(2, 8, 8).view({4, 50, 2, 4}).transpose(1, 2)},
+      {"short rows, broadcast outside them", randn({1, 40, 12}).expand({30, 40, 12})},
       {"every other element of the rows", a.slice(2, 1, 1600, 2)},
       {"broadcast in the middle", randn({6, 1, 5}).expand({6, 4, 5})},
       {"permute 2,0,1", a.permute({2, 0, 1})},

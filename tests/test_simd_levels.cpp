@@ -95,6 +95,7 @@ TEST(SimdLevels, SumsMaxAndFingerprintsAreBitwiseTheSame) {
   manual_seed(3);
   const Tensor x = randn({37, 1001});  // rows that end in a partial lane group
   const Tensor long_row = randn({300007});
+  const Tensor heads = x.narrow(1, 0, 40).view({37, 2, 20}).transpose(0, 1);  // short rows, read as tiles
   at_every_level(
       [&] {
         std::vector<double> r = values(sum(x, {1}));
@@ -104,6 +105,7 @@ TEST(SimdLevels, SumsMaxAndFingerprintsAreBitwiseTheSame) {
         r.push_back(static_cast<double>(fingerprint(x) >> 11));  // 53 bits: exact in a double
         r.push_back(static_cast<double>(fingerprint(x.t()) >> 11));
         r.push_back(static_cast<double>(fingerprint(long_row) >> 11));
+        r.push_back(static_cast<double>(fingerprint(heads) >> 11));
         return r;
       },
       expect_bitwise);

@@ -24,10 +24,21 @@
 // default (determinism_check) each recomputed saved tensor is compared with what the forward
 // saved before it is used: its shape, dtype and device, and — check_values — its values, through
 // a 64-bit fingerprint (Note [Tensor fingerprints]) taken in the forward's pack hook and again in
-// the recompute's. That costs one read of every saved tensor in each pass, and 8 bytes an entry
-// (bench/RESULTS.md has the measured cost); the tensors themselves are not kept. The fingerprint
-// is exact, not a tolerance: ember's kernels are deterministic, so an honest recompute gives the
-// same bits. Debug mode also fingerprints every op's output, to name the first op that differs.
+// the recompute's. That costs one read of every saved tensor in the forward and of every
+// recomputed one in the recompute, and 8 bytes an entry (bench/RESULTS.md has the measured cost);
+// the tensors themselves are not kept. The fingerprint is exact, not a tolerance: ember's kernels
+// are deterministic, so an honest recompute gives the same bits. Debug mode also fingerprints
+// every op's output, to name the first op that differs.
+//
+// Note [Saved tensors not recomputed]
+// Some tensors the recompute saves are not recomputed at all: a parameter (a Linear saves its
+// weight's transposed view), the region's input, an output a policy kept and the recompute
+// replays (Note [Selective checkpointing]; attention's q, k and v are views of a kept
+// projection). The entry remembers the view the forward saved (SameView, without keeping it
+// alive), and a recomputed tensor that is that view, of the same storage still alive and at the
+// same version, holds the forward's values by construction: its fingerprint is not taken again.
+// In the 16-block GPT planned to half its plain peak, that was 28% of the bytes the
+// recompute's check read.
 //
 // Note [Selective checkpointing]
 // With a policy, an op observer (Note [Op observers]) records every top-level op of the forward.
@@ -182,17 +193,6 @@ bool same_view(const Tensor& a, const Tensor& b) {
          a.shape() == b.shape() && a.strides() == b.strides();
 }
 
-// What a saved tensor looked like in the forward, and its recomputed value until unpacked.
-struct Entry {
-  Shape shape;
-  DType dtype;
-  Device device;
-  std::string op;
-  uint64_t fingerprint = 0;  // when the options check values
-  Tensor value;
-  bool ready = false;
-};
-
 // An op of the forward, and what the policy kept of it.
 struct OpRecord {
   std::string name;
@@ -205,33 +205,52 @@ struct OpRecord {
   uint64_t output_fingerprint = 0;  // debug mode
 };
 
+// One view of one storage, remembered without keeping the storage alive (a weak reference, so
+// that memory freed and reused by another tensor cannot match), with the version its storage had
+// then: is() says whether a tensor is that view still holding the same values (no in-place write
+// since).
+struct SameView {
+  std::weak_ptr<Storage> storage;
+  const void* data = nullptr;
+  Shape shape, strides;
+  DType dtype = kFloat32;
+  uint64_t version = 0;
+
+  static SameView of(const Tensor& t) { return {t.storage(), t.raw_data(), t.shape(), t.strides(), t.dtype(), t.version()}; }
+  bool is(const Tensor& t) const {
+    return storage.lock() == t.storage() && data == t.raw_data() && shape == t.shape() && strides == t.strides() &&
+           dtype == t.dtype() && version == t.version();
+  }
+};
+
+// What a saved tensor looked like in the forward, and its recomputed value until unpacked.
+struct Entry {
+  Shape shape;
+  DType dtype;
+  Device device;
+  std::string op;
+  uint64_t fingerprint = 0;  // when the options check values
+  SameView saved;            // likewise: the view the forward saved (Note [Saved tensors not recomputed])
+  Tensor value;
+  bool ready = false;
+};
+
 // Note [One fingerprint per saved view]
 // Ops save the same view more than once: attention's weights are saved by the softmax (its
 // output) and by the product with v (its input), and they are the largest tensor a block saves.
-// The value check fingerprints the view once and reuses the result while the view is unchanged:
-// the same storage, still alive (the memo holds it weakly, so it keeps no memory alive and freed
-// memory reused by another tensor cannot match), the same element 0, shape, strides and dtype,
-// and the same version (no in-place write since). The last few views are remembered, enough for
-// an op's saves and the next op's.
+// The value check fingerprints the view once and reuses the result while it is the same view
+// holding the same values (SameView). The last few views are remembered, enough for an op's
+// saves and the next op's.
 struct FingerprintMemo {
-  struct Seen {
-    std::weak_ptr<Storage> storage;
-    const void* data;
-    Shape shape, strides;
-    DType dtype;
-    uint64_t version, fingerprint;
-  };
   static constexpr size_t kRemembered = 4;
-  std::vector<Seen> seen;  // the most recent last
+  std::vector<std::pair<SameView, uint64_t>> seen;  // the most recent last
 
   uint64_t of(const Tensor& t) {
-    for (const Seen& s : seen)
-      if (s.storage.lock() == t.storage() && s.data == t.raw_data() && s.shape == t.shape() &&
-          s.strides == t.strides() && s.dtype == t.dtype() && s.version == t.version())
-        return s.fingerprint;
+    for (const auto& [view, f] : seen)
+      if (view.is(t)) return f;
     const uint64_t f = fingerprint(t);
     if (seen.size() == kRemembered) seen.erase(seen.begin());
-    seen.push_back({t.storage(), t.raw_data(), t.shape(), t.strides(), t.dtype(), t.version(), f});
+    seen.emplace_back(SameView::of(t), f);
     return f;
   }
 };
@@ -402,7 +421,8 @@ void Frame::fill(size_t& next, const Tensor& t) {
                             shape_str(t.shape()), " ", t.dtype(), " on ", t.device(), " but the forward saved ",
                             shape_str(e.shape), " ", e.dtype, " on ", e.device);
   }
-  if (checks_values()) {
+  if (checks_values() && !e.saved.is(t)) {
+    ++checkpoint_stats().values_compared;
     const uint64_t f = fingerprints.of(t);
     if (f != e.fingerprint && options.debug)
       EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
@@ -525,7 +545,10 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
            e.dtype = t.dtype();
            e.device = t.device();
            e.op = autograd::saving_op_name();
-           if (frame->checks_values()) e.fingerprint = frame->fingerprints.of(t);
+           if (frame->checks_values()) {
+             e.fingerprint = frame->fingerprints.of(t);
+             e.saved = SameView::of(t);
+           }
            if (frame->current_op >= 0) frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
            ++checkpoint_stats().tensors_packed;
            return Handle{frame, frame->entries.size() - 1};

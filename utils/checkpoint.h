@@ -136,6 +136,7 @@ struct CheckpointStats {
   int64_t early_stops = 0;       // recomputations cut short once every tensor was back
   int64_t tensors_packed = 0;    // saved tensors replaced by handles in the forward
   int64_t ops_replayed = 0;      // ops a policy kept, replayed instead of recomputed
+  int64_t values_compared = 0;   // recomputed tensors whose fingerprint was taken and compared
 };
 CheckpointStats& checkpoint_stats();
 

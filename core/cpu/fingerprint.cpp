@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -187,6 +188,119 @@ fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t beg
   });
 }
 
+// Note [Fingerprints of short rows]
+// Attention's q, k and v are views whose rows are 32 floats: too short for the lanes of Note
+// [Fingerprints by running sums] to pay for their folding, so their rows were summed element by
+// element, at about 5 GB/s (2 threads): more than half of the time a checkpointed GPT step's value
+// check took (16 blocks planned to half the plain peak) went to them. But those rows lie side by
+// side in memory (q's 4 heads of one token make 128 consecutive floats of the projection), and the
+// next such stretch is always the same distance further in memory and the same step further in
+// logical order (q's next token). So a view whose innermost dim is a short contiguous row is read
+// as tiles: the innermost dims that are contiguous in memory, up to kTileElements elements, make
+// the tile, whose element l has its own logical offset o_l within it; the next dim outward gives
+// the rounds, tile after tile, each step further; any dims outside that are counted through like
+// rows. Each element of the tile is a lane that keeps the running sums of the Note over the R
+// rounds of a stretch starting at logical position b, so with x_rl the words of element l in round
+// r (summed, and k w for H)
+//     S_l = P_l,   J_l = sum over r of r x_rl = R P_l - T_l,
+// and the stretch's share of the weighted sum is the sum over lanes of
+//     (W (b + o_l) + 1) S_l + H_l + W step J_l,
+// a multiply per lane and stretch, not per word. The lanes are taken 16 at a time, each group going
+// through all the rounds with its sums in registers. The GPT's q (2 MB of a [16, 256, 384]
+// projection) now takes 0.053 ms on one thread, against 0.040 ms for a contiguous copy of it.
+inline constexpr int64_t kTileElements = 256;
+
+// A view read as tiles: its dims in `order` are [0, rounds) outer, `rounds` the rounds and
+// (rounds, end) the tile's.
+struct Tiles {
+  size_t rounds;
+  std::vector<int64_t> offsets;  // o_l, for the tile's elements in memory order
+};
+
+// The tiling of a view in `order`, if its innermost dim is a short contiguous row and some dim
+// lies outside the tile to give the rounds.
+std::optional<Tiles> tiles_of(const MemoryOrder& order) {
+  const size_t dims = order.sizes.size();
+  if (dims < 2 || order.strides[dims - 1] != 1 || order.sizes[dims - 1] >= kShortRun) return std::nullopt;
+  size_t first = dims - 1;  // the tile's outermost dim
+  int64_t elements = order.sizes[first];
+  while (first > 1 && order.strides[first - 1] == elements && elements * order.sizes[first - 1] <= kTileElements)
+    elements *= order.sizes[--first];
+  Tiles tiles{first - 1, std::vector<int64_t>(static_cast<size_t>(elements), 0)};
+  for (int64_t l = 0; l < elements; ++l)  // element l's indices in the tile's dims, innermost first
+    for (int64_t rest = l, d = static_cast<int64_t>(dims) - 1; d >= static_cast<int64_t>(first); --d) {
+      const size_t u = static_cast<size_t>(d);
+      tiles.offsets[static_cast<size_t>(l)] += rest % order.sizes[u] * order.logical_strides[u];
+      rest /= order.sizes[u];
+    }
+  return tiles;
+}
+
+// The sums of `rounds` tiles from `first` (`stride` apart in memory, `step` apart in logical
+// order, the first at logical position b), lanes [lane, lane + lanes) of them (see the Note).
+// The running sums of lanes [0, Lanes) of `rounds` tiles from `first`, `stride` apart.
+template <int64_t Lanes, class T>
+void add_rounds(const T* first, int64_t rounds, int64_t stride, int64_t lanes, uint64_t* running, uint64_t* total,
+                uint64_t* high) {
+  const int64_t n = Lanes > 0 ? Lanes : lanes;  // a fixed count (one vector) but for the last group
+  for (int64_t r = 0; r < rounds; ++r) {
+    const T* tile = first + r * stride;
+    for (int64_t l = 0; l < n; ++l) {
+      const auto words = fingerprint::words_of(Read<T>(tile[l]));
+      running[l] += words.w[0];
+      if constexpr (kWords<T> == 2) {
+        running[l] += words.w[1];
+        high[l] += words.w[1];
+      }
+      total[l] += running[l];
+    }
+  }
+}
+
+// The sums of `rounds` tiles from `first` (`stride` apart in memory, `step` apart in logical
+// order, the first at logical position b), `lanes` <= kRunLanes of their elements (see the Note).
+template <class T>
+fingerprint::Sums lane_sums(const T* first, int64_t rounds, int64_t stride, int64_t step, int64_t b,
+                            const int64_t* offsets, int64_t lanes) {
+  uint64_t running[kRunLanes] = {}, total[kRunLanes] = {}, high[kRunLanes] = {};
+  if (lanes == kRunLanes) add_rounds<kRunLanes>(first, rounds, stride, lanes, running, total, high);
+  else add_rounds<0>(first, rounds, stride, lanes, running, total, high);
+  fingerprint::Sums s;
+  const uint64_t w = kWords<Read<T>>, n = static_cast<uint64_t>(rounds);
+  for (int64_t l = 0; l < lanes; ++l) {
+    const uint64_t position = static_cast<uint64_t>(b + offsets[l]);
+    s.plain += running[l];
+    s.weighted += (w * position + 1) * running[l] + high[l] + w * static_cast<uint64_t>(step) * (n * running[l] - total[l]);
+  }
+  return s;
+}
+
+// The sums over the units [begin, end) of a tiled view, a unit being one round of one outer row.
+template <class T>
+fingerprint::Sums tiled_sums(const T* p, const MemoryOrder& order, const Tiles& tiles, int64_t begin, int64_t end) {
+  const size_t rd = tiles.rounds;
+  const int64_t rounds = order.sizes[rd], stride = order.strides[rd], step = order.logical_strides[rd];
+  const auto elements = static_cast<int64_t>(tiles.offsets.size());
+  return simd_dispatch([&] {
+    fingerprint::Sums s;
+    for (int64_t unit = begin; unit < end;) {
+      const int64_t outer = unit / rounds, r = unit % rounds, n = std::min(rounds - r, end - unit);
+      int64_t position = r * step, offset = r * stride;  // of the first tile, from the outer indices
+      for (int64_t rest = outer, d = static_cast<int64_t>(rd) - 1; d >= 0; --d) {
+        const size_t u = static_cast<size_t>(d);
+        position += rest % order.sizes[u] * order.logical_strides[u];
+        offset += rest % order.sizes[u] * order.strides[u];
+        rest /= order.sizes[u];
+      }
+      for (int64_t lane = 0; lane < elements; lane += kRunLanes)
+        fingerprint::add(s, lane_sums(p + offset + lane, n, stride, step, position,
+                                      tiles.offsets.data() + lane, std::min(kRunLanes, elements - lane)));
+      unit += n;
+    }
+    return s;
+  });
+}
+
 // fn(begin, end) over [0, n) in one chunk per thread; the exact sums added in any order.
 template <class Fn>
 fingerprint::Sums parallel_sums(int64_t n, int64_t work, const Fn& fn) {
@@ -208,6 +322,11 @@ uint64_t fingerprint_cpu(const Tensor& x) {
     if (x.is_contiguous() || n <= 1)
       return fingerprint::finish(parallel_sums(n, n, [&](int64_t b, int64_t e) { return chunk_sums(p, b, e); }));
     const MemoryOrder order = memory_order(x);
+    if (const std::optional<Tiles> tiles = tiles_of(order)) {
+      const int64_t units = n / static_cast<int64_t>(tiles->offsets.size());
+      return fingerprint::finish(
+          parallel_sums(units, n, [&](int64_t b, int64_t e) { return tiled_sums(p, order, *tiles, b, e); }));
+    }
     const int64_t rows = n / order.sizes.back();
     return fingerprint::finish(
         parallel_sums(rows, n, [&](int64_t b, int64_t e) { return strided_sums(p, order, b, e); }));
