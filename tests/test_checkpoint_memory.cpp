@@ -130,6 +130,15 @@ TEST_F(CheckpointMemory, PlannerModelByHand) {
   // A budget the plain step fits recomputes nothing.
   EXPECT_EQ(utils::plan_checkpoints(profile, 45).str(), "[0,3) plain");
   EXPECT_THROW(utils::predicted_peak(profile, {{{0, 2, false}}}), Error);  // a plan that does not cover the model
+
+  // Module 1 saving its own output (as a ReLU does): at its first use backward still holds all of
+  // L(1), not L(1) less the output, so the recompute adds 25 to 21 - 20 = 1: 26. Module 2's
+  // backward, 35, is now the peak.
+  std::vector<utils::LayerProfile> saves_output = profile;
+  saves_output[1].output_saved = true;
+  EXPECT_EQ(utils::predicted_peak(saves_output, {{{0, 2, true}, {2, 3, false}}}), 36);
+  saves_output[1].output_live_at_first_use = true;
+  EXPECT_EQ(utils::predicted_peak(saves_output, {{{0, 2, true}, {2, 3, false}}}), 35);
 }
 
 namespace {
@@ -241,6 +250,12 @@ TEST_F(CheckpointMemory, ProfileMeasuresAStepAndLeavesNoTrace) {
     // backward peak in the module comes at that moment or later.
     EXPECT_GE(profile[i].live_at_first_use, profile[i].live_after - profile[i].output_bytes);
     EXPECT_LE(profile[i].live_at_first_use, profile[i].backward_peak);
+    // A ReLU saved its output, which is alive when its backward starts; a Linear's output was
+    // saved by the ReLU after it as its own output only, and is gone by the Linear's first use.
+    EXPECT_EQ(profile[i].output_live_at_first_use, i % 2 == 1);
+    if (profile[i].output_live_at_first_use) {
+      EXPECT_GE(profile[i].live_at_first_use, profile[i].live_after);
+    }
   }
 }
 

@@ -13,7 +13,8 @@
 //    arrival), next to what the forward still keeps. The planner measures rather than models all
 //    of that. A saved-tensor hook also reads the live bytes when backward first uses a tensor the
 //    module saved: that is when a checkpoint of the module recomputes it, and backward then holds
-//    less than at its peak in the module, which comes later, among the module's own gradients.
+//    less than at its peak in the module, which comes later, among the module's own gradients;
+//    and whether the module's output was still alive then (a weak pointer again).
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
 // loss a model is trained with.
@@ -99,15 +100,17 @@ struct WorkCounter final : autograd::OpObserver {
 
 // Keeps saved tensors as usual, noting that the module saved one, and the live bytes when backward
 // first uses one of them: the moment a checkpoint of the module would recompute it.
-autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, Device device, int64_t base) {
+autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, const std::weak_ptr<Storage>& output,
+                                          Device device, int64_t base) {
   return {[&layer](const Tensor& t) -> std::any {
             layer.saves = true;
             return t;
           },
-          [&layer, &used, device, base](const std::any& packed) {
+          [&layer, &used, &output, device, base](const std::any& packed) {
             if (!used) {
               used = 1;
               layer.live_at_first_use = memory::stats(device).live_bytes - base;
+              layer.output_live_at_first_use = !output.expired();
             }
             return std::any_cast<Tensor>(packed);
           }};
@@ -170,7 +173,7 @@ std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& 
     const auto start = std::chrono::steady_clock::now();
     {
       autograd::OpObserverGuard observe(&work);
-      autograd::SavedTensorHooksGuard watch_saves(watching_saves(layer, used[i], device, base));
+      autograd::SavedTensorHooksGuard watch_saves(watching_saves(layer, used[i], outputs[i], device, base));
       out = chain.links[i].forward(out);
     }
     layer.forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
