@@ -25,7 +25,8 @@
 // --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
 // its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
 // values (Note [Checking the recompute] in utils/checkpoint.cpp). --both-value-checks runs every
-// planner point both ways, taking turns, so that the check's cost is measured within one run.
+// planner point both ways, taking turns, so that the check's cost is measured within one run: the
+// copy is named <config>/shapes_only, or <config>/values_checked with --no-value-check.
 //
 // bench/draw_checkpoint_frontier.py draws the JSON next to PyTorch's (docs/checkpoint_frontier.svg).
 #include <CLI/CLI.hpp>
@@ -241,12 +242,12 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
   measure(b, configs, 0);
   const int64_t plain = configs.front().peak, smallest = b.smallest_budget;
   configs.front().peak = 0;
-  // A planner point, and with --both-value-checks the same plan without the value check.
+  // A planner point, and with --both-value-checks the same plan with the other check.
   const auto add_planned = [&](const std::string& name, int64_t budget) {
     configs.push_back({name, b.planned(budget), budget});
     if (!s.both_checks) return;
-    b.options.check_values = false;
-    configs.push_back({name + "/shapes_only", b.planned(budget), budget});
+    b.options.check_values = !s.check_values;
+    configs.push_back({name + (s.check_values ? "/shapes_only" : "/values_checked"), b.planned(budget), budget});
     b.options.check_values = s.check_values;
   };
   for (int i = 0; i < s.budgets && wanted(s, "planner"); ++i)
@@ -311,8 +312,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-value-check", s.check_values,
                "check the recompute's shapes and dtypes only, as PyTorch does (CheckpointOptions::check_values)");
   app.add_flag("--both-value-checks", s.both_checks,
-               "run every planner point also with shapes and dtypes checked only (<config>/shapes_only), "
-               "taking turns with the checked one: the value check's cost in one run");
+               "run every planner point also with the other check (<config>/shapes_only, or "
+               "<config>/values_checked with --no-value-check), taking turns: the value check's cost in one run");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(s.threads);

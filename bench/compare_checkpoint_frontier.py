@@ -6,8 +6,10 @@ next to ember's planner given that peak as its budget (bench/checkpoint_frontier
 
     bench/compare_checkpoint_frontier.py EMBER_JSON TORCH_JSON [--checked EMBER_CHECKED_JSON]
 
---checked adds the time of the same plans from a run with ember's value check on (a run without
---no-value-check); the verdict is the first file's.
+The last column gives the time of the same plans with ember's value check on: from the points
+"planner@torch:CONFIG/values_checked" of the same run (--no-value-check --both-value-checks, the
+two taking turns), or from another run's file with --checked (a run without --no-value-check).
+The verdict is the first file's.
 
 "infeasible" is a budget below the smallest one ember's planner can promise for the model
 (bench/checkpoint_frontier prints that budget). "the plain step": the budget fits ember's plain
@@ -36,13 +38,20 @@ def main():
     def planned(run, model):
         return {p["config"]: p for p in run["models"].get(model, {}).get("points", [])}
 
-    extra = " ember time, values checked |" if checked else ""
+    def checked_points(model):
+        if checked:
+            return planned(checked, model)
+        suffix = "/values_checked"
+        return {k[:-len(suffix)]: p for k, p in planned(ember, model).items() if k.endswith(suffix)}
+
+    with_checked = checked is not None or any(checked_points(m) for m in torch["models"])
+    extra = " ember time, values checked |" if with_checked else ""
     print("| model | PyTorch's configuration | PyTorch peak (MiB) | PyTorch time | ember planner peak (MiB) "
           f"| ember time | ember at or below |{extra}")
-    print("| --- | --- | ---: | ---: | ---: | ---: | :---: |" + (" ---: |" if checked else ""))
+    print("| --- | --- | ---: | ---: | ---: | ---: | :---: |" + (" ---: |" if with_checked else ""))
     for model, entry in torch["models"].items():
         mine_all = planned(ember, model)
-        checked_all = planned(checked, model) if checked else {}
+        checked_all = checked_points(model)
         for p in entry["points"]:
             key = "planner@torch:" + p["config"]
             mine = mine_all.get(key)
@@ -58,7 +67,7 @@ def main():
             else:
                 ok = mine["peak_bytes"] <= p["peak_bytes"] and mine["time_ratio"] <= p["time_ratio"]
                 row += f"{mine['peak_bytes'] / MIB:.1f} | {mine['time_ratio']:.3f}x | {'yes' if ok else 'no'} |"
-            if checked:
+            if with_checked:
                 row += f" {checked_all[key]['time_ratio']:.3f}x |" if key in checked_all else " |"
             print(row)
 

@@ -84,7 +84,10 @@ class Svg:
 
 
 def draw_panel(svg, x0, model, ember, torch):
-    points = [(p, "ember") for p in ember["points"]] + [(p, "torch") for p in torch["points"]]
+    # A name with "/" is a plan run a second time with the other value check (--both-value-checks):
+    # the figure shows the file's own check, as on PyTorch's side.
+    mine = [p for p in ember["points"] if "/" not in p["config"]]
+    points = [(p, "ember") for p in mine] + [(p, "torch") for p in torch["points"]]
     xs, x_lo, x_hi = axis(0, max(p["peak_bytes"] for p, _ in points) / MIB * 1.05)
     ratios = [p["time_ratio"] for p, _ in points]
     ys, y_lo, y_hi = axis(min(min(ratios), 1.0) - 0.05, max(ratios) + 0.05)
@@ -107,7 +110,7 @@ def draw_panel(svg, x0, model, ember, torch):
     svg.add("text", "time / plain step", x=x0 - 42, y=TOP + PANEL_H / 2, text_anchor="middle",
             transform=f"rotate(-90 {x0 - 42} {TOP + PANEL_H / 2})")
 
-    planner = sorted((p for p in ember["points"] if p["config"].startswith("planner")), key=lambda p: p["peak_bytes"])
+    planner = sorted((p for p in mine if p["config"].startswith("planner")), key=lambda p: p["peak_bytes"])
     if planner:
         svg.add("polyline", fill="none", stroke=EMBER, stroke_width=1.5,
                 points=" ".join(f"{x:.1f},{y:.1f}" for x, y in map(at, planner)))
