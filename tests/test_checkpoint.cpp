@@ -303,8 +303,8 @@ TEST(Fingerprint, EveryLayoutGivesTheBitsOfItsContiguousCopy) {
   // attention's q: a head-split view of one [b, t, 3 * h * e] projection, strides [t*3he, e, 3he, 1]
   Tensor q = randn({8, 160, 3 * 4 * 32}).narrow(2, 0, 4 * 32).view({8, 160, 4, 32}).transpose(1, 2);
   // Note [Fingerprints of short rows]: tiles of 20 lanes (a group of 16 and one of 4), of two
-  // words each, and 7 x 157 rounds, which two threads split inside an outer row
-  Tensor q64 = randn({7, 157, 3 * 5 * 4}, kFloat64).narrow(2, 20, 5 * 4).view({7, 157, 5, 4}).transpose(1, 2);
+  // words each, and 7 x 1499 rounds, which two threads split inside an outer row
+  Tensor q64 = randn({7, 1499, 3 * 5 * 4}, kFloat64).narrow(2, 20, 5 * 4).view({7, 1499, 5, 4}).transpose(1, 2);
   const std::vector<std::pair<const char*, Tensor>> views = {
       {"attention's head-split q", q},
       {"head-split float64, 5 heads of 4", q64},
