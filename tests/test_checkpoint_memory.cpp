@@ -131,14 +131,17 @@ TEST_F(CheckpointMemory, PlannerModelByHand) {
   EXPECT_EQ(utils::plan_checkpoints(profile, 45).str(), "[0,3) plain");
   EXPECT_THROW(utils::predicted_peak(profile, {{{0, 2, false}}}), Error);  // a plan that does not cover the model
 
-  // Module 1 saving its own output (as a ReLU does): at its first use backward still holds all of
-  // L(1), not L(1) less the output, so the recompute adds 25 to 21 - 20 = 1: 26. Module 2's
+  // Module 1 saving its own output (as a ReLU does): at its first use the plain step still holds
+  // all of L(1), not L(1) less the output, so the recompute adds 25 to 21 - 20 = 1: 26. Module 2's
   // backward, 35, is now the peak.
   std::vector<utils::LayerProfile> saves_output = profile;
   saves_output[1].output_saved = true;
   EXPECT_EQ(utils::predicted_peak(saves_output, {{{0, 2, true}, {2, 3, false}}}), 36);
-  saves_output[1].output_live_at_first_use = true;
+  saves_output[1].saves_own_output = true;
   EXPECT_EQ(utils::predicted_peak(saves_output, {{{0, 2, true}, {2, 3, false}}}), 35);
+  // The last module's output is held by the caller in both steps: its own save frees nothing.
+  saves_output[2].saves = saves_output[2].saves_own_output = true;
+  EXPECT_EQ(utils::predicted_peak(saves_output, {{{0, 3, true}}}), 30 + 45 - 30 + 10);
 }
 
 namespace {
@@ -206,6 +209,28 @@ TEST_F(CheckpointMemory, PlannedStepsStayWithinTheBudgetOnALinearStack) {
   expect_plans_fit(seq, x, kActivation);
 }
 
+// Note [Checkpoint planning]: a ReLU's output is held by its own save until its backward, so a
+// checkpoint of it frees that; except at the end of the chain, where the caller holds it as well
+// and the recompute makes a second copy.
+TEST_F(CheckpointMemory, TheBoundCountsAReluOutputOnceExceptAtTheEnd) {
+  nn::Sequential seq;
+  build_stack(seq, 4);
+  Tensor x = randn({kBatch, kWidth});
+  const std::vector<utils::LayerProfile> profile = utils::profile_layers(seq, x);
+  for (const utils::CheckpointPlan& plan : {utils::CheckpointPlan{{{0, 4, true}, {4, 8, false}}},
+                                            utils::CheckpointPlan{{{0, 4, false}, {4, 8, true}}},
+                                            utils::CheckpointPlan{{{0, 8, true}}}}) {
+    SCOPED_TRACE(plan.str());
+    const int64_t predicted = utils::predicted_peak(profile, plan), measured = measured_peak(seq, plan, x);
+    EXPECT_LE(measured, predicted);
+    EXPECT_GE(measured, predicted - kActivation);
+  }
+  // The first: exactly what it measures, where counting the ReLU's output as freed by the plain
+  // step overcounted it by one activation.
+  const utils::CheckpointPlan first{{{0, 4, true}, {4, 8, false}}};
+  EXPECT_EQ(utils::predicted_peak(profile, first), measured_peak(seq, first, x));
+}
+
 TEST_F(CheckpointMemory, PlannedStepsStayWithinTheBudgetOnAResidualNet) {
   // The lower bound below (the plan within `margin` of the measured peak) is tuned to the im2col
   // kernel's transient columns; oneDNN's scratch is smaller, so there the plan still bounds the
@@ -250,10 +275,10 @@ TEST_F(CheckpointMemory, ProfileMeasuresAStepAndLeavesNoTrace) {
     // backward peak in the module comes at that moment or later.
     EXPECT_GE(profile[i].live_at_first_use, profile[i].live_after - profile[i].output_bytes);
     EXPECT_LE(profile[i].live_at_first_use, profile[i].backward_peak);
-    // A ReLU saved its output, which is alive when its backward starts; a Linear's output was
-    // saved by the ReLU after it as its own output only, and is gone by the Linear's first use.
-    EXPECT_EQ(profile[i].output_live_at_first_use, i % 2 == 1);
-    if (profile[i].output_live_at_first_use) {
+    // A ReLU saves its output, which is then alive when its backward starts; a Linear saves its
+    // input and weight.
+    EXPECT_EQ(profile[i].saves_own_output, i % 2 == 1);
+    if (profile[i].saves_own_output) {
       EXPECT_GE(profile[i].live_at_first_use, profile[i].live_after);
     }
   }

@@ -13,8 +13,8 @@
 //    arrival), next to what the forward still keeps. The planner measures rather than models all
 //    of that. A saved-tensor hook also reads the live bytes when backward first uses a tensor the
 //    module saved: that is when a checkpoint of the module recomputes it, and backward then holds
-//    less than at its peak in the module, which comes later, among the module's own gradients;
-//    and whether the module's output was still alive then (a weak pointer again).
+//    less than at its peak in the module, which comes later, among the module's own gradients.
+//    The same hook notes whether the module saved its own output.
 // The step's loss is DenseGradientLoss, whose backward sends a dense gradient of the output's
 // shape, as a real loss does; a sum() would send a broadcast view of one number, cheaper than any
 // loss a model is trained with.
@@ -100,17 +100,17 @@ struct WorkCounter final : autograd::OpObserver {
 
 // Keeps saved tensors as usual, noting that the module saved one, and the live bytes when backward
 // first uses one of them: the moment a checkpoint of the module would recompute it.
-autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, const std::weak_ptr<Storage>& output,
+autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, std::vector<std::weak_ptr<Storage>>& saved,
                                           Device device, int64_t base) {
-  return {[&layer](const Tensor& t) -> std::any {
+  return {[&layer, &saved](const Tensor& t) -> std::any {
             layer.saves = true;
+            saved.push_back(t.storage());
             return t;
           },
-          [&layer, &used, &output, device, base](const std::any& packed) {
+          [&layer, &used, device, base](const std::any& packed) {
             if (!used) {
               used = 1;
               layer.live_at_first_use = memory::stats(device).live_bytes - base;
-              layer.output_live_at_first_use = !output.expired();
             }
             return std::any_cast<Tensor>(packed);
           }};
@@ -171,11 +171,13 @@ std::vector<LayerProfile> profile_layers(const LayerChain& chain, const Tensor& 
     WorkCounter work;
     memory::reset_peak(device);
     const auto start = std::chrono::steady_clock::now();
+    std::vector<std::weak_ptr<Storage>> saved;  // the storages of what the module saved
     {
       autograd::OpObserverGuard observe(&work);
-      autograd::SavedTensorHooksGuard watch_saves(watching_saves(layer, used[i], outputs[i], device, base));
+      autograd::SavedTensorHooksGuard watch_saves(watching_saves(layer, used[i], saved, device, base));
       out = chain.links[i].forward(out);
     }
+    layer.saves_own_output = std::ranges::any_of(saved, [&out](const auto& s) { return s.lock() == out.storage(); });
     layer.forward_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const MemoryStats stats = memory::stats(device);
     layer.name = chain.links[i].name;

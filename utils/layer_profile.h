@@ -25,9 +25,9 @@ struct LayerProfile {
   // live when backward first used a tensor the module saved (where a checkpoint of it recomputes);
   // backward_peak if it never did
   int64_t live_at_first_use = 0;
-  // whether the module's output was still alive at that moment (the module saved it, as a ReLU
-  // does); false if backward never used what the module saved
-  bool output_live_at_first_use = false;
+  // whether the module saved its own output (or a view of it) for backward, as a ReLU does: the
+  // graph then holds the output until the module's own backward has used it
+  bool saves_own_output = false;
 };
 
 // The work of an op in arithmetic operations, estimated from its tensors as a roofline (Note [Work

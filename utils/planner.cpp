@@ -15,14 +15,15 @@
 //    that saved one, and the recompute runs the forward up to r (it stops after the last saved
 //    tensor). It adds max_{a <= j <= r} F(j) - L(a-1) to what backward holds at that moment, which
 //    is at most U(r) - G(r): U(r), the live bytes of the plain step at that same moment (the
-//    profile's live_at_first_use), less G(r), what its forward still kept there. G(r) is L(r) if
-//    the profile saw module r's output still alive then (module r saved it, as a ReLU does), and
-//    L(r) less the output otherwise (an output only the next module saved is gone by then: that
-//    module's backward has run). B(r) would bound it too, but backward's peak in the module comes
-//    later, once the module's gradients are made, and counting it here as well as in the
-//    segment's peak overcounted a GPT block by the 12 MiB of its attention's gradients; counting
-//    the output as gone when a ReLU still held it overcounted a Linear + ReLU block by one
-//    activation.
+//    profile's live_at_first_use), less G(r), what the plain step's forward still kept there. G(r)
+//    is at least L(r) less module r's output, which may be gone by then (an output only the next
+//    module saved is: that module's backward has run). Where module r saved its own output (saves_own_output, as a ReLU does) the plain step
+//    still holds it, through that save, which the checkpoint replaces with a handle, so G(r)
+//    counts it too; but not for the chain's last module, whose output its caller holds in both
+//    steps. B(r) would bound the recompute too, but backward's peak in the module comes later,
+//    once the module's gradients are made, and counting it here as well as in the segment's peak
+//    overcounted a GPT block by the 12 MiB of its attention's gradients; counting a ReLU's output
+//    as gone overcounted a Linear + ReLU block by one activation.
 //  * its input. The checkpoint holds it until the segment's backward is done; the plain step may
 //    have freed it already (when no module saved it), so it counts again.
 // The predicted peak is the largest segment peak, or what all segments keep after the forward
@@ -77,7 +78,7 @@ struct SegmentTable {
         forward_high = std::max(forward_high, m.forward_peak);
         flops += m.forward_flops;
         ms += m.forward_ms;
-        const int64_t output_gone = m.output_live_at_first_use ? 0 : m.output_bytes;
+        const int64_t output_gone = m.saves_own_output && b < n ? 0 : m.output_bytes;
         if (m.saves) recompute = {forward_high + m.live_at_first_use - m.live_after + output_gone, 0, flops, ms};
         plain[a][b] = {step_high - before, m.live_after - before, 0, 0.0};
         const int64_t high = std::max(step_high, recompute.high) - before;
