@@ -236,13 +236,12 @@ std::optional<Tiles> tiles_of(const MemoryOrder& order) {
   return tiles;
 }
 
-// The sums of `rounds` tiles from `first` (`stride` apart in memory, `step` apart in logical
-// order, the first at logical position b), lanes [lane, lane + lanes) of them (see the Note).
-// The running sums of lanes [0, Lanes) of `rounds` tiles from `first`, `stride` apart.
-template <int64_t Lanes, class T>
+// The running sums of the first `lanes` elements of `rounds` tiles from `first`, `stride` apart.
+// FixedLanes > 0 is `lanes` known at compile time: a loop of one vector; 0 for the last group.
+template <int64_t FixedLanes, class T>
 void add_rounds(const T* first, int64_t rounds, int64_t stride, int64_t lanes, uint64_t* running, uint64_t* total,
                 uint64_t* high) {
-  const int64_t n = Lanes > 0 ? Lanes : lanes;  // a fixed count (one vector) but for the last group
+  const int64_t n = FixedLanes > 0 ? FixedLanes : lanes;
   for (int64_t r = 0; r < rounds; ++r) {
     const T* tile = first + r * stride;
     for (int64_t l = 0; l < n; ++l) {
