@@ -11,6 +11,8 @@
 //                           budgets from the smallest feasible one to the plain step's peak
 //   planner@torch:<config>  the same with PyTorch's measured peak for <config> as the budget
 //                           (--torch FILE, from bench/torch_checkpoint_frontier.py)
+//   planner@<f>x            the same with a fraction f of the plain step's peak as the budget
+//                           (--fractions, e.g. 0.5: issue 25's half of the plain peak)
 // Models: gpt8 and gpt16 (examples/gpt.h at 8 and 16 blocks, d = 128, 4 heads, context 256,
 // batch 16, train_gpt --sweep's GPT, cross-entropy loss) and linear16 (checkpoint_demo's 16 x
 // (Linear(1024) + ReLU) on 4096 x 1024, the output's sum as the loss; a block is one Linear +
@@ -21,7 +23,7 @@
 //   checkpoint_frontier [--models gpt8,gpt16,linear16] [--rounds 5] [--budgets 8] [--no-value-check]
 //                       [--torch bench/results/torch_checkpoint_frontier.json] [--json out.json]
 //                       [--configs none,every_other_block,planner@torch:every_other_block]
-//                       [--both-value-checks]
+//                       [--fractions 0.5] [--both-value-checks]
 // --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
 // its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
 // values (Note [Checking the recompute] in utils/checkpoint.cpp). --both-value-checks runs every
@@ -69,6 +71,7 @@ struct Settings {
   bool check_values = true;  // the checkpoint's value check (PyTorch checks shapes and dtypes only)
   bool both_checks = false;  // every planner point also without the value check, taking turns
   std::vector<std::string> configs;  // --configs: only these (and none, every ratio's base)
+  std::vector<double> fractions;     // --fractions: planner points at these fractions of the plain peak
 };
 
 // One configuration of one model: its forward (the model's, checkpointed as it says) and what it
@@ -252,6 +255,18 @@ nlohmann::json run_model(Bench& b, const Settings& s, const nlohmann::json& torc
   };
   for (int i = 0; i < s.budgets && wanted(s, "planner"); ++i)
     add_planned("planner", smallest + (plain - smallest) * i / std::max(1, s.budgets - 1));
+  for (const double f : s.fractions) {
+    std::ostringstream name;
+    name << "planner@" << f << "x";
+    const auto budget = static_cast<int64_t>(f * static_cast<double>(plain));
+    if (!wanted(s, name.str())) continue;
+    if (budget < smallest) {
+      std::printf("frontier model=%s config=%s budget_bytes=%lld infeasible smallest_budget=%lld\n", b.name.c_str(),
+                  name.str().c_str(), static_cast<long long>(budget), static_cast<long long>(smallest));
+      continue;
+    }
+    add_planned(name.str(), budget);
+  }
   for (const auto& [config, peak] : torch_peaks(torch, b.name)) {
     if (!wanted(s, "planner@torch:" + config)) continue;
     if (peak < smallest) {
@@ -308,6 +323,9 @@ int main(int argc, char** argv) {
                  "only these configurations (none, every ratio's base, always runs; planner: the budget points; "
                  "planner@torch:CONFIG): a few points over more rounds")
       ->delimiter(',');
+  app.add_option("--fractions", s.fractions, "also plan for these fractions of the plain step's peak (planner@Fx)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--threads", s.threads, "CPU threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("!--no-value-check", s.check_values,
                "check the recompute's shapes and dtypes only, as PyTorch does (CheckpointOptions::check_values)");
