@@ -69,7 +69,7 @@ struct Settings {
   std::string json_out;
   int threads = 2;
   bool check_values = true;  // the checkpoint's value check (PyTorch checks shapes and dtypes only)
-  bool both_checks = false;  // every planner point also without the value check, taking turns
+  bool both_checks = false;  // every planner point also with the other value check, taking turns
   std::vector<std::string> configs;  // --configs: only these (and none, every ratio's base)
   std::vector<double> fractions;     // --fractions: planner points at these fractions of the plain peak
 };
