@@ -12,7 +12,8 @@ two taking turns), or from another run's file with --checked (a run without --no
 The verdict is the first file's.
 
 "infeasible" is a budget below the smallest one ember's planner can promise for the model
-(bench/checkpoint_frontier prints that budget). "the plain step": the budget fits ember's plain
+(bench/checkpoint_frontier prints that budget); "not measured" a feasible one that the run's
+--configs left out. "the plain step": the budget fits ember's plain
 step, whose peak the planned one has to the byte, so the plan checkpoints nothing and runs the
 plain step; its measured ratio is the noise between two copies of one step.
 """
@@ -57,7 +58,10 @@ def main():
             mine = mine_all.get(key)
             row = f"| {model} | {p['config']} | {p['peak_bytes'] / MIB:.1f} | {p['time_ratio']:.3f}x | "
             plain = mine_all.get("none")
-            if mine is None:
+            smallest = ember["models"].get(model, {}).get("smallest_budget_bytes")
+            if mine is None and smallest is not None and p["peak_bytes"] >= smallest:
+                row += "not measured (--configs) | | |"  # a feasible budget the run left out
+            elif mine is None:
                 row += "infeasible | | no |"
             elif plain is not None and mine["peak_bytes"] == plain["peak_bytes"] and mine["peak_bytes"] <= p["peak_bytes"]:
                 # A plan that checkpoints nothing is the plain step (its peak is the plain one to
