@@ -281,7 +281,7 @@ struct Window2d {
 using Conv2dFwdFn = void(const Tensor& x, const Tensor& weight, const Window2d& g, const Tensor& out);
 // Its adjoints, from grad contiguous [n, oc, oh*ow]: in x, grad_x contiguous [n, c, h, w], and in
 // the weight, grad_weight contiguous [oc, c*kh*kw] summed over the batch; either may be undefined
-// (not wanted). One kernel for both, so that an implementation can share work between them
+// (not wanted). x is read for grad_weight only (contiguous then). One kernel for both, so that an implementation can share work between them
 // (oneDNN reads grad once in its own layout for both: Note [Convolution through oneDNN]).
 using Conv2dBwdFn = void(const Tensor& grad, const Tensor& x, const Tensor& weight, const Window2d& g,
                          const Tensor& grad_x, const Tensor& grad_weight);

@@ -211,7 +211,8 @@ TEST_F(CheckpointMemory, PlannedStepsStayWithinTheBudgetOnALinearStack) {
 
 // Note [Checkpoint planning]: a ReLU's output is held by its own save until its backward, so a
 // checkpoint of it frees that; except at the end of the chain, where the caller holds it as well
-// and the recompute makes a second copy.
+// and the recompute makes a second copy. Measured here, the bound holds for a plan ending there
+// too; PlannerModelByHand pins the last module's term exactly.
 TEST_F(CheckpointMemory, TheBoundCountsAReluOutputOnceExceptAtTheEnd) {
   nn::Sequential seq;
   build_stack(seq, 4);

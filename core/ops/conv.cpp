@@ -51,8 +51,10 @@ struct Conv2d : Function<Conv2d> {
     if (c.needs_input_grad(1)) gw = ops::empty_on(weight.shape(), weight.dtype(), weight.device());
     const auto wanted = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     const Tensor wanted_x = wanted(gx) ? gx : Tensor(), wanted_w = wanted(gw) ? flat_weight(gw, g) : Tensor();
-    if (wanted_x.defined() || wanted_w.defined())
-      kernels::conv2d_backward[x.device()](g3, x.contiguous(), flat_weight(weight, g), g, wanted_x, wanted_w);
+    if (wanted_x.defined() || wanted_w.defined()) {
+      const Tensor x_read = wanted_w.defined() ? x.contiguous() : x;  // only the weight's gradient reads x
+      kernels::conv2d_backward[x.device()](g3, x_read, flat_weight(weight, g), g, wanted_x, wanted_w);
+    }
     if (c.needs_input_grad(2)) gb = sum(g3, {0, 2});
     return {gx, gw, gb};
   }
