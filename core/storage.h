@@ -26,11 +26,17 @@ class Storage {
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
   uint64_t version() const { return version_->value; }
   void bump_version() { ++version_->value; }
+  // Storages are numbered as they are made, from 1: one made before another has a smaller
+  // serial. Checkpointing tells a tensor made before a region from one made inside it by this
+  // (Note [Saved tensors not recomputed] in utils/checkpoint.cpp).
+  uint64_t serial() const { return serial_; }
+  static uint64_t next_serial();  // the serial the next storage will get
 
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
+  uint64_t serial_;
   std::shared_ptr<VersionCounter> version_ = std::make_shared<VersionCounter>();
 };
 

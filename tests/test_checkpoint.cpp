@@ -164,26 +164,37 @@ TEST_F(Checkpoint, ValueCheckIsNotFooledByMemoryReusedBetweenSaves) {
   expect_error([&] { changed.backward(); }, "holds other values than the forward saved");
 }
 
-// Note [Saved tensors not recomputed]: the recompute fingerprints only what it recomputed; a
-// parameter or an input it saved as they were is the forward's tensor, unless written since.
-TEST_F(Checkpoint, ValueCheckFingerprintsOnlyWhatTheRecomputeMade) {
+// Note [Saved tensors not recomputed]: the value check reads only what the region made; a
+// parameter or an input saved as they were is the forward's tensor in the recompute too, unless
+// written since.
+TEST_F(Checkpoint, ValueCheckFingerprintsOnlyWhatTheRegionMade) {
   nn::Linear linear(4, 3);
   auto fn = [&](const Tensor& x) { return exp(linear(x)); };
   Tensor x = randn({2, 4}).requires_grad_();
   sum(utils::checkpoint(fn, x)).backward();
-  // The product saved x and the weight's transposed view, exp its output: only exp's is new.
+  // The product saved x and the weight's transposed view, exp its output: only exp's was made in
+  // the region, fingerprinted in the forward and in the recompute.
   EXPECT_EQ(utils::checkpoint_stats().tensors_packed, 3);
+  EXPECT_EQ(utils::checkpoint_stats().fingerprints_taken, 2);
   EXPECT_EQ(utils::checkpoint_stats().values_compared, 1);
 
-  // The weight written in place between the forward and the backward: a new version, compared,
-  // and its new values are not the forward's.
+  // The weight written in place between the forward and the backward: a new version.
   linear.weight.set_grad(Tensor());
   Tensor out = utils::checkpoint(fn, x);
   {
     NoGradGuard no_grad;
     linear.weight.mul_(2.0);
   }
-  expect_error([&] { sum(out).backward(); }, "(saved by matmul, [4, 3]) holds other values than the forward saved");
+  expect_error([&] { sum(out).backward(); },
+               "(saved by matmul, [4, 3]) is not the tensor the forward saved, made before the checkpointed region "
+               "(a parameter or an input): it was written in place since the forward");
+
+  // A module whose weight is replaced by another tensor with the same shape between the two.
+  Tensor replaced = utils::checkpoint(fn, x);
+  linear.weight = linear.weight.detach().clone().requires_grad_();
+  expect_error([&] { sum(replaced).backward(); },
+               "is not the tensor the forward saved, made before the checkpointed region (a parameter or an input): "
+               "the checkpointed function saved another tensor in its place");
 }
 
 TEST_F(Checkpoint, ValueCheckCatchesStateThatChangedBeforeBackward) {

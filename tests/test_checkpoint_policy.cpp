@@ -417,6 +417,52 @@ TEST_F(CheckpointPolicy, ARecomputeAfterTheKeptOutputsWentRunsEveryOp) {
   EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 2);  // the first recompute's matmuls only
 }
 
+// Note [Saved tensors not recomputed]: a view of a kept output is replayed, so the value check
+// reads it in neither pass; what the recompute makes is fingerprinted in both.
+TEST_F(CheckpointPolicy, KeptOutputsAreNotFingerprinted) {
+  const Tensor w0 = randn({4, 4}), x = randn({3, 4});
+  auto run = [&](bool checkpointed) {
+    Tensor w = w0.detach().requires_grad_();
+    auto fn = [&](const Tensor& in) {
+      const Tensor h = matmul(in, w);  // kept; the product saves x and w, made before the region
+      return exp(h * h);               // the product saves h twice, exp its output
+    };
+    utils::CheckpointOptions options;
+    options.policy = utils::save_matmuls();
+    sum(checkpointed ? utils::checkpoint(fn, x, options) : fn(x)).backward();
+    return values(w.grad());
+  };
+  const std::vector<double> plain = run(false);
+  EXPECT_EQ(run(true), plain);
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 1);
+  EXPECT_EQ(utils::checkpoint_stats().tensors_packed, 5);
+  EXPECT_EQ(utils::checkpoint_stats().fingerprints_taken, 2);  // exp's output, forward and recompute
+  EXPECT_EQ(utils::checkpoint_stats().values_compared, 1);
+}
+
+// Once the kept outputs went, a recompute computes them: a retained node's view of one is
+// compared with the forward's values, which it was fingerprinted for when the node first took it.
+TEST_F(CheckpointPolicy, AfterTheKeptOutputsWentARecomputeIsStillChecked) {
+  const Tensor w1 = randn({4, 4}), x = randn({2, 4}).requires_grad_();
+  double scale = 1.0;  // captured by reference: the last recompute sees a changed value
+  Tensor a = w1.detach().requires_grad_();
+  auto fn = [&](const std::vector<Tensor>& in) {
+    const Tensor h = in[0] * scale;  // kept (it saves nothing), saved twice by the square
+    return std::vector<Tensor>{tanh(matmul(in[0], a)), h * h};
+  };
+  utils::CheckpointOptions options;
+  options.policy = [](const OpInfo& op) {
+    return op.index == 0 ? CheckpointDecision::PreferSave : CheckpointDecision::PreferRecompute;
+  };
+  const std::vector<Tensor> out = utils::checkpoint(fn, {x}, options);
+  sum(out[0]).backward();                                // recomputes, then lets the kept outputs go
+  sum(out[1]).backward(Tensor(), /*retain_graph=*/true);  // the square's node takes h and stays
+  EXPECT_EQ(utils::checkpoint_stats().recomputations, 1);
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 1);  // h was kept
+  scale = 2.0;
+  expect_error([&] { sum(out[1]).backward(); }, "(saved by mul, [2, 4]) holds other values than the forward saved");
+}
+
 TEST_F(CheckpointPolicy, WithRetainGraphEveryRecomputeReplays) {
   Tensor w = randn({4, 4}).requires_grad_();
   utils::CheckpointOptions options;

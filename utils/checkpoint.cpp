@@ -31,14 +31,26 @@
 // every op's output, to name the first op that differs.
 //
 // Note [Saved tensors not recomputed]
-// Some tensors the recompute saves are not recomputed at all: a parameter (a Linear saves its
+// Some tensors a region saves are not recomputed at all: a parameter (a Linear saves its
 // weight's transposed view), the region's input, an output a policy kept and the recompute
 // replays (Note [Selective checkpointing]; attention's q, k and v are views of a kept
-// projection). The entry remembers the view the forward saved (SameView, without keeping it
-// alive), and a recomputed tensor that is that view, of the same storage still alive and at the
-// same version, holds the forward's values by construction: its fingerprint is not taken again.
-// In the 16-block GPT planned to half its plain peak, that was 28% of the bytes the
-// recompute's check read.
+// projection). The recompute saves that very view again — of the same storage, still alive, at
+// the same version — so it holds the forward's values by construction, and the value check reads
+// it in neither pass. The entry remembers the view (SameView, without keeping it alive). Once the
+// op that saved it has ended and the policy has decided about it, the forward sees whether the
+// view is of a kept output, or of a storage made before the region: Storage::serial() against
+// the first serial of the outermost region running on the thread (an inner region's input made
+// by an outer region is recomputed by the outer one, so it is fingerprinted). Only other tensors
+// get a fingerprint. The recompute fingerprints what is not the same view as the forward's, and
+// an entry without a fingerprint that it does not fill with the same view is an error: the tensor
+// was written in place since the forward, or the function saved another one there. Once the kept
+// outputs are let go (Note [Letting kept outputs go]), a further recompute runs the kept ops
+// again, and their outputs are compared with the forward's values where something still holds
+// them: an entry not yet taken, or one a retained node took (it is fingerprinted as it is taken).
+// One case is left with its shape checked only: a node that unpacks the same saved view of a kept
+// output twice in one backward that frees it (a custom Function reading a saved tensor twice),
+// after the kept outputs went. In the 16-block GPT planned to half its plain peak, these views
+// were 28% of the bytes the recompute's check read.
 //
 // Note [Selective checkpointing]
 // With a policy, an op observer (Note [Op observers]) records every top-level op of the forward.
@@ -77,6 +89,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/autograd/engine.h"
@@ -201,6 +214,7 @@ struct OpRecord {
   bool output_requires_grad = false;
   std::vector<int> saves;       // per saved tensor: the argument it aliases, or -1 for the output
   std::vector<Tensor> pending;  // saved while the op runs, resolved into `saves` when it ends
+  std::vector<size_t> pending_entries;  // their entries, when the value check is on
   std::vector<Tensor> args;     // while the op runs
   uint64_t output_fingerprint = 0;  // debug mode
 };
@@ -223,14 +237,23 @@ struct SameView {
   }
 };
 
+// How the value check knows that a recomputed tensor holds the forward's values (Note [Saved
+// tensors not recomputed]).
+enum class KnownBy : uint8_t {
+  fingerprint,  // the forward's fingerprint, compared with the recompute's
+  made_before,  // a view of a storage made before the region: the recompute saves the same view
+  kept_output,  // a view of an output the policy kept: the recompute replays it
+};
+
 // What a saved tensor looked like in the forward, and its recomputed value until unpacked.
 struct Entry {
   Shape shape;
   DType dtype;
   Device device;
   std::string op;
-  uint64_t fingerprint = 0;  // when the options check values
-  SameView saved;            // likewise: the view the forward saved (Note [Saved tensors not recomputed])
+  SameView saved;  // when the options check values: the view the forward saved,
+  KnownBy known_by = KnownBy::fingerprint;
+  uint64_t fingerprint = 0;  // and its fingerprint when known_by says so
   Tensor value;
   bool ready = false;
 };
@@ -249,6 +272,7 @@ struct FingerprintMemo {
     for (const auto& [view, f] : seen)
       if (view.is(t)) return f;
     const uint64_t f = fingerprint(t);
+    ++checkpoint_stats().fingerprints_taken;
     if (seen.size() == kRemembered) seen.erase(seen.begin());
     seen.emplace_back(SameView::of(t), f);
     return f;
@@ -262,6 +286,23 @@ struct PolicyScope {
   std::unordered_map<std::string, int64_t> ops_by_name;
 };
 thread_local std::vector<PolicyScope*> policy_scopes;  // the outermost first
+
+// The serial of the first storage made inside the outermost region, forward or recompute,
+// running on this thread; 0 while none is (Note [Saved tensors not recomputed]).
+thread_local uint64_t region_first_serial = 0;
+
+class OutermostRegionGuard {
+ public:
+  OutermostRegionGuard() : outer_(region_first_serial) {
+    if (!outer_) region_first_serial = Storage::next_serial();
+  }
+  ~OutermostRegionGuard() { region_first_serial = outer_; }
+  OutermostRegionGuard(const OutermostRegionGuard&) = delete;
+  OutermostRegionGuard& operator=(const OutermostRegionGuard&) = delete;
+
+ private:
+  uint64_t outer_;
+};
 
 class PolicyScopeGuard {
  public:
@@ -308,8 +349,13 @@ struct Frame {
   int current_op = -1;                  // forward: the op being recorded
   const char* recomputing_op = nullptr;  // recompute: the op running now
   FingerprintMemo fingerprints;          // the value check's, forward and recompute
+  uint64_t first_serial_inside = 0;      // forward: storages from this serial on were made inside
+  std::unordered_set<const Storage*> kept_storages;  // forward: of the outputs the policy kept
 
   bool checks_values() const { return options.debug || (options.determinism_check && options.check_values); }
+  void choose_value_check(Entry& e, const Tensor& t);
+  void know_by_fingerprint(Entry& e);  // of the values it holds, the forward's
+  void compare_values(const Entry& e, size_t index, const Tensor& t);
   Tensor take(size_t index);
   void recompute();
   void let_go_of_kept_outputs();
@@ -350,7 +396,10 @@ struct Recorder final : autograd::OpObserver {
       EMBER_CHECKPOINT_FAIL("[checkpoint] a policy says MustSave for op ", info.index, " (", op, info.module_path.empty() ? "" : " in ",
                             info.module_path, "), but ", op, " saves a tensor it made itself (a mask or statistics), "
                             "so its output cannot be replayed: PreferSave recomputes such ops instead");
+    if (r.kept && made_its_output(r, output)) frame.kept_storages.insert(output.storage().get());
+    for (size_t i = 0; i < r.pending_entries.size(); ++i) frame.choose_value_check(frame.entries[r.pending_entries[i]], r.pending[i]);
     r.pending.clear();
+    r.pending_entries.clear();
     r.args.clear();
     if (!r.kept) {
       r.saves.clear();
@@ -358,6 +407,14 @@ struct Recorder final : autograd::OpObserver {
     }
     r.output = output.detach();
     r.output_requires_grad = output.requires_grad();
+  }
+  // Whether the output is of a storage of its own, not a view of an argument (or the argument,
+  // written in place): only then does every view of that storage come from the replay.
+  static bool made_its_output(const OpRecord& r, const Tensor& output) {
+    if (!output.defined()) return false;
+    for (const Tensor& a : r.args)
+      if (a.defined() && a.storage() == output.storage()) return false;
+    return true;
   }
   // Works out, for each tensor the op saved, which argument it is, or its output (Note [Selective
   // checkpointing]); false if it saved something else.
@@ -409,6 +466,37 @@ struct Replayer final : autograd::OpObserver {
   size_t op_index = 0;
 };
 
+void Frame::choose_value_check(Entry& e, const Tensor& t) {
+  if (t.storage()->serial() < first_serial_inside) {
+    e.known_by = KnownBy::made_before;
+  } else if (kept_storages.contains(t.storage().get())) {
+    e.known_by = KnownBy::kept_output;
+  } else {
+    e.known_by = KnownBy::fingerprint;
+    e.fingerprint = fingerprints.of(t);
+  }
+}
+
+void Frame::compare_values(const Entry& e, size_t index, const Tensor& t) {
+  ++checkpoint_stats().values_compared;
+  const uint64_t f = fingerprints.of(t);
+  if (f != e.fingerprint && options.debug)
+    EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
+                          recomputing_op ? recomputing_op : e.op.c_str(), " (recomputed tensor ", index,
+                          ", saved by ", e.op, ": fingerprint ", f, " vs ", e.fingerprint, ")");
+  if (f != e.fingerprint)
+    EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", index, " (saved by ", e.op, ", ", shape_str(t.shape()),
+                          ") holds other values than the forward saved (fingerprint ", f, " vs ", e.fingerprint,
+                          "): the checkpointed function is not deterministic (a random op without "
+                          "preserve_rng_state? state that changed between forward and backward?). debug = true "
+                          "names the first op whose output differs; check_values = false skips this check");
+}
+
+void Frame::know_by_fingerprint(Entry& e) {
+  e.fingerprint = fingerprints.of(e.value);
+  e.known_by = KnownBy::fingerprint;
+}
+
 void Frame::fill(size_t& next, const Tensor& t) {
   if (next >= entries.size())
     EMBER_CHECKPOINT_FAIL("[checkpoint] the recompute saved more tensors than the forward (", entries.size(),
@@ -422,18 +510,23 @@ void Frame::fill(size_t& next, const Tensor& t) {
                             shape_str(e.shape), " ", e.dtype, " on ", e.device);
   }
   if (checks_values() && !e.saved.is(t)) {
-    ++checkpoint_stats().values_compared;
-    const uint64_t f = fingerprints.of(t);
-    if (f != e.fingerprint && options.debug)
-      EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
-                            recomputing_op ? recomputing_op : e.op.c_str(), " (recomputed tensor ", next,
-                            ", saved by ", e.op, ": fingerprint ", f, " vs ", e.fingerprint, ")");
-    if (f != e.fingerprint)
+    if (e.known_by == KnownBy::fingerprint) {
+      compare_values(e, next, t);
+    } else if (e.known_by == KnownBy::kept_output && kept_let_go) {
+      // The kept ops ran again (Note [Letting kept outputs go]). An entry still holding the
+      // forward's values, or one a retained node took (Frame::take), is compared with those.
+      if (e.ready) know_by_fingerprint(e);
+      if (e.known_by == KnownBy::fingerprint) compare_values(e, next, t);
+    } else {
+      const bool written = e.saved.storage.lock() == t.storage() && e.saved.version != t.version();
       EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", next, " (saved by ", e.op, ", ", shape_str(t.shape()),
-                            ") holds other values than the forward saved (fingerprint ", f, " vs ", e.fingerprint,
-                            "): the checkpointed function is not deterministic (a random op without "
-                            "preserve_rng_state? state that changed between forward and backward?). debug = true "
-                            "names the first op whose output differs; check_values = false skips this check");
+                            ") is not the tensor the forward saved, ",
+                            e.known_by == KnownBy::made_before ? "made before the checkpointed region (a parameter or an input)"
+                                                               : "an output the policy kept",
+                            ": ", written ? "it was written in place since the forward"
+                                          : "the checkpointed function saved another tensor in its place",
+                            ". check_values = false skips this check");
+    }
   }
   e.value = t;
   e.ready = true;
@@ -455,6 +548,7 @@ void Frame::recompute() {
   AutocastRestore forwards_autocast(autocast);
   nn::ModuleCallsRestore forwards_module_calls(module_calls);
   PolicyScopeGuard counting(options.policy);
+  OutermostRegionGuard outermost;
   autograd::RecomputeGuard recomputing;
   EnableGradGuard grad_on;  // the ops must record (and so save) exactly as in the forward
   size_t next = 0;
@@ -498,6 +592,10 @@ void Frame::let_go_of_kept_outputs() {
 Tensor Frame::take(size_t index) {
   if (!entries[index].ready) recompute();
   Entry& e = entries[index];
+  // A retained node will take this again, and once the kept outputs are gone the recompute that
+  // brings it back computes it instead of replaying it: keep what to compare that with.
+  if (e.known_by == KnownBy::kept_output && kept_let_go && checks_values() && !autograd::backward_frees_graph())
+    know_by_fingerprint(e);
   e.ready = false;
   return std::move(e.value);
 }
@@ -535,6 +633,8 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
   Recorder recorder(*frame);
   std::vector<Tensor> outputs;
   {
+    OutermostRegionGuard outermost;
+    frame->first_serial_inside = region_first_serial;
     PolicyScopeGuard deciding(frame->options.policy);
     autograd::GraphRegionGuard region("checkpoint");  // for the pictures: Note [Graph regions]
     autograd::OpObserverGuard observe(&recorder);
@@ -545,11 +645,14 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
            e.dtype = t.dtype();
            e.device = t.device();
            e.op = autograd::saving_op_name();
-           if (frame->checks_values()) {
-             e.fingerprint = frame->fingerprints.of(t);
-             e.saved = SameView::of(t);
+           if (frame->checks_values()) e.saved = SameView::of(t);
+           if (frame->current_op >= 0) {  // the value check is chosen when the op ends (Recorder::after)
+             OpRecord& r = frame->ops[static_cast<size_t>(frame->current_op)];
+             r.pending.push_back(t);
+             if (frame->checks_values()) r.pending_entries.push_back(frame->entries.size() - 1);
+           } else if (frame->checks_values()) {
+             frame->choose_value_check(e, t);
            }
-           if (frame->current_op >= 0) frame->ops[static_cast<size_t>(frame->current_op)].pending.push_back(t);
            ++checkpoint_stats().tensors_packed;
            return Handle{frame, frame->entries.size() - 1};
          },
@@ -559,6 +662,7 @@ std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor
          }});
     outputs = fn(inputs);
   }
+  frame->kept_storages.clear();  // only the forward asks, and these storages may be freed and reused
   ++checkpoint_stats().forwards;
   return outputs;
 }

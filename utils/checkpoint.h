@@ -137,6 +137,7 @@ struct CheckpointStats {
   int64_t tensors_packed = 0;    // saved tensors replaced by handles in the forward
   int64_t ops_replayed = 0;      // ops a policy kept, replayed instead of recomputed
   int64_t values_compared = 0;   // recomputed tensors whose fingerprint was taken and compared
+  int64_t fingerprints_taken = 0;  // tensors the value check read, forward and recompute
 };
 CheckpointStats& checkpoint_stats();
 
