@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
@@ -215,6 +216,35 @@ TEST_F(AttentionOps, FusedScaledCausalSoftmaxMatchesComposedOps) {
         EXPECT_TRUE(testutil::all_close("grad " + std::to_string(i), a[i], b[i], testutil::kFloat32Tol));
     }
   }
+}
+
+// Note [Softmax over the scores]: the weights are written over the scores, so the forward's
+// peak holds one [..., L, S] buffer, causal or not.
+TEST_F(AttentionOps, TheWeightsAreWrittenOverTheScores) {
+  const int64_t B = 2, H = 3, L = 64, S = 64, E = 8;
+  const Tensor q = randn({B, H, L, E}), k = randn({B, H, S, E});
+  const int64_t scores_bytes = 4 * B * H * L * S;
+  for (const bool causal : {false, true}) {
+    memory::reset_peak();
+    const int64_t base = memory::stats().live_bytes;
+    const Tensor w = attention_weights(q, k, Tensor(), causal, 0.5);
+    EXPECT_EQ(memory::stats().peak_bytes - base, scores_bytes) << "causal " << causal;
+    EXPECT_EQ(memory::stats().live_bytes - base, scores_bytes);
+  }
+  // A policy that keeps q @ k^T holds the scores, for the recompute to replay: they must keep
+  // their values, and the gradients are the plain ones.
+  const Tensor g = randn({B, H, L, S});
+  auto gradient = [&](bool checkpointed) {
+    const Tensor qg = q.detach().requires_grad_();
+    auto fn = [&](const Tensor& x) { return attention_weights(x, k, Tensor(), true, 0.5); };
+    utils::CheckpointOptions options;
+    options.policy = utils::save_matmuls();
+    sum((checkpointed ? utils::checkpoint(fn, qg, options) : fn(qg)) * g).backward();
+    return values(qg.grad());
+  };
+  utils::checkpoint_stats() = {};
+  EXPECT_EQ(gradient(true), gradient(false));
+  EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 1);
 }
 
 TEST_F(AttentionOps, AttentionSavesQKVTheWeightsAndTheMask) {

@@ -215,7 +215,7 @@ struct OpRecord {
   std::vector<int> saves;       // per saved tensor: the argument it aliases, or -1 for the output
   std::vector<Tensor> pending;  // saved while the op runs, resolved into `saves` when it ends
   std::vector<size_t> pending_entries;  // their entries, when the value check is on
-  std::vector<Tensor> args;     // while the op runs
+  ArgumentsBefore args;         // while the op runs
   uint64_t output_fingerprint = 0;  // debug mode
 };
 
@@ -374,7 +374,7 @@ struct Recorder final : autograd::OpObserver {
     frame.current_op = static_cast<int>(frame.ops.size());
     OpRecord& r = frame.ops.emplace_back();
     r.name = op;
-    r.args = args;
+    r.args = ArgumentsBefore::of(args);
     return std::nullopt;
   }
   void after(const char* op, const Tensor& output) override {
@@ -383,13 +383,13 @@ struct Recorder final : autograd::OpObserver {
     if (frame.options.debug) r.output_fingerprint = fingerprint(output);
     OpInfo info;
     info.name = op;
-    for (const Tensor& a : r.args) info.inputs.push_back(describe(a));
+    for (const Tensor& a : r.args.tensors) info.inputs.push_back(describe(a));
     info.output = describe(output);
     info.module_path = nn::current_module_path();
     info.saved = static_cast<int64_t>(r.pending.size());
     for (const Tensor& saved : r.pending) info.saved_output |= same_view(saved, output);
     info.replayable = replayable(r, output);
-    info.flops = estimated_flops(op, r.args, output);
+    info.flops = estimated_flops(op, r.args.tensors, output, r.args.written_over(output));
     const CheckpointDecision decision = *count_op(op, &info);
     r.kept = is_save(decision) && info.replayable;
     if (is_save(decision) && !r.kept && is_must(decision))
@@ -400,7 +400,7 @@ struct Recorder final : autograd::OpObserver {
     for (size_t i = 0; i < r.pending_entries.size(); ++i) frame.choose_value_check(frame.entries[r.pending_entries[i]], r.pending[i]);
     r.pending.clear();
     r.pending_entries.clear();
-    r.args.clear();
+    r.args = {};
     if (!r.kept) {
       r.saves.clear();
       return;
@@ -412,7 +412,7 @@ struct Recorder final : autograd::OpObserver {
   // written in place): only then does every view of that storage come from the replay.
   static bool made_its_output(const OpRecord& r, const Tensor& output) {
     if (!output.defined()) return false;
-    for (const Tensor& a : r.args)
+    for (const Tensor& a : r.args.tensors)
       if (a.defined() && a.storage() == output.storage()) return false;
     return true;
   }
@@ -421,8 +421,8 @@ struct Recorder final : autograd::OpObserver {
   static bool replayable(OpRecord& r, const Tensor& output) {
     for (const Tensor& saved : r.pending) {
       int source = same_view(saved, output) ? -1 : -2;
-      for (size_t i = 0; i < r.args.size() && source == -2; ++i)
-        if (same_view(saved, r.args[i])) source = static_cast<int>(i);
+      for (size_t i = 0; i < r.args.tensors.size() && source == -2; ++i)
+        if (same_view(saved, r.args.tensors[i])) source = static_cast<int>(i);
       if (source == -2) return false;
       r.saves.push_back(source);
     }

@@ -86,15 +86,15 @@ struct DenseGradientLoss : autograd::Function<DenseGradientLoss> {
 // Sums the work of the ops it observes (see the Note).
 struct WorkCounter final : autograd::OpObserver {
   int64_t flops = 0;
-  std::vector<Tensor> args;  // of the op running now
+  ArgumentsBefore args;  // of the op running now
 
   std::optional<Tensor> before(const char*, const std::vector<Tensor>& op_args) override {
-    args = op_args;
+    args = ArgumentsBefore::of(op_args);
     return std::nullopt;
   }
   void after(const char* op, const Tensor& output) override {
-    flops += estimated_flops(op, args, output);
-    args.clear();
+    flops += estimated_flops(op, args.tensors, output, args.written_over(output));
+    args = {};
   }
 };
 
@@ -137,12 +137,27 @@ namespace {
 constexpr int64_t kFlopsPerByte = 6;
 }  // namespace
 
-int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output) {
+ArgumentsBefore ArgumentsBefore::of(const std::vector<Tensor>& args) {
+  ArgumentsBefore before{args, {}};
+  for (const Tensor& t : args) before.versions.push_back(t.defined() ? t.version() : 0);
+  return before;
+}
+
+bool ArgumentsBefore::written_over(const Tensor& output) const {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined() && output.defined() && tensors[i].storage() == output.storage() &&
+        tensors[i].version() != versions[i])
+      return true;
+  return false;
+}
+
+int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output,
+                        bool written_over_argument) {
   if (output.numel() == 0) return 0;  // (and a convolution without output channels divides by none)
   int64_t bytes = static_cast<int64_t>(output.nbytes());
   for (const Tensor& t : args) {
     if (!t.defined()) continue;
-    if (t.storage() == output.storage()) return 0;  // a view computes nothing
+    if (t.storage() == output.storage() && !written_over_argument) return 0;  // a view computes nothing
     bytes += static_cast<int64_t>(t.nbytes());
   }
   int64_t per_output_element = 1;

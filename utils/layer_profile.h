@@ -34,8 +34,20 @@ struct LayerProfile {
 // of an op] in utils/layer_profile.cpp): its arithmetic (2 M N K for a matmul, M N more with a
 // bias; 2 per output element and weight element of its output channel for a convolution; one per
 // output element otherwise), or, where more, its bytes moved times a machine's flops per byte;
-// none for a view of an argument.
-int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output);
+// none for a view of an argument, unless the op wrote its output over that argument (Note [Softmax
+// over the scores] in core/ops/attention.cpp).
+int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output,
+                        bool written_over_argument = false);
+
+// An op's arguments as an op observer sees them before the op runs, with their versions: an output
+// that shares an argument's memory is a view of it, or was written over it if the argument's
+// version moved meanwhile.
+struct ArgumentsBefore {
+  std::vector<Tensor> tensors;
+  std::vector<uint64_t> versions;
+  static ArgumentsBefore of(const std::vector<Tensor>& args);
+  bool written_over(const Tensor& output) const;
+};
 
 // Runs one training step of the chain (a Sequential, a ModuleList, or links of functions: Note
 // [Chains of layers] in utils/layer_chain.h) on `sample` without checkpointing (training mode, grad

@@ -83,6 +83,20 @@ void check_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool 
 // a sum with NaN. The kernel does that itself (SoftmaxSpec::empty_rows_masked): a row whose maximum
 // is -inf is written as masked everywhere. The backward needs nothing new: the weights y are 0
 // there, so y * (g - sum(g * y)) is 0. Plain softmax() keeps PyTorch's NaN for such a row.
+//
+// Note [Softmax over the scores]
+// The scores are a temporary of attention's own: nothing reads them after the softmax (the
+// product that made them saved q and k, not its output). So the weights are written over them,
+// when nothing else refers to their memory: no view, no saved copy, no output a checkpoint policy
+// kept (which the recompute would replay, so it must keep its values; all of those hold the
+// storage too). The kernel reads each element of a row before it writes it. That spares the
+// allocation and the first write of a buffer as large as the scores: on the GPT at context 256
+// (16 x 4 x 256 x 256), 2.34 -> 2.09 ms per softmax here, and a recompute holds one such buffer
+// less at its peak.
+bool only_reference_to_its_memory(const Tensor& t) {
+  return t.numel() > 0 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
+}
+
 struct ScaledSoftmax : Function<ScaledSoftmax> {
   static constexpr const char* name = "scaled_softmax";
   struct State {
@@ -92,8 +106,10 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
   static Tensor forward(Ctx& c, State& s, const Tensor& scores, double scale, bool causal) {
     const Tensor in = scores.contiguous();
     s.spec = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0, .empty_rows_masked = true};
-    Tensor y = ops::empty_on(in.shape(), in.dtype(), in.device());
+    const bool over_scores = only_reference_to_its_memory(in);  // Note [Softmax over the scores]
+    Tensor y = over_scores ? in.detach() : ops::empty_on(in.shape(), in.dtype(), in.device());
     if (y.numel() > 0) kernels::softmax[in.device()](in, y, s.spec);
+    if (over_scores) y.storage()->bump_version();
     s.probabilities = c.save(y);
     return y;
   }
