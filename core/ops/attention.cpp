@@ -158,8 +158,9 @@ Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool i
 //                                     memory) and v
 // So the graph holds q, k, v, the attention weights [..., L, S], with a boolean attn_mask the mask,
 // and with dropout the keep mask and the dropped weights, as PyTorch's math path holds its dropout
-// mask and the dropped weights. The raw scores, as large as the weights, are freed as soon as the
-// softmax has run (and with a mask so are the scaled and masked ones). (Scaling q before the
+// mask and the dropped weights. The raw scores, as large as the weights, are the memory the
+// softmax writes the weights into (Note [Softmax over the scores]) or, when something else holds
+// them, are freed as soon as it has run (and with a mask so are the scaled and masked ones). (Scaling q before the
 // product would instead keep a scaled copy of q for the matmul.)
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal,
                          std::optional<double> scale) {
