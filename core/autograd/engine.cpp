@@ -94,11 +94,12 @@ Node::~Node() {
 // use the same test on its incoming gradient (gradient_is_reusable): softmax's writes its result
 // over it, which in attention's backward saves a buffer of the scores' size at the peak.
 namespace {
-bool held_only_here(const Tensor& t) {
-  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 &&
-         t.nbytes() == t.storage()->nbytes();
-}
+bool held_only_here(const Tensor& t) { return t.impl_ptr().use_count() == 1 && sole_tensor_on_its_memory(t); }
 }  // namespace
+
+bool sole_tensor_on_its_memory(const Tensor& t) {
+  return t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
+}
 
 bool gradient_is_reusable(const Tensor& g) { return g.defined() && !g.requires_grad() && held_only_here(g); }
 

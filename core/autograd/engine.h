@@ -26,6 +26,10 @@ bool backward_frees_graph();
 // part of a graph (create_graph). The engine drops g once the node has run, so no one can see the
 // difference (Note [Taking over the incoming gradient] in core/autograd/engine.cpp).
 bool gradient_is_reusable(const Tensor& g);
+// Whether t is the only tensor on its memory (one tensor holds the storage: no view of it, no
+// copy saved for backward, no output a checkpoint policy kept) and covers all of it, contiguous.
+// Other handles on t itself may exist.
+bool sole_tensor_on_its_memory(const Tensor& t);
 
 // Note [End-of-backward callbacks]
 // queue_callback(fn), called while a backward runs (from a hook or a backward formula), runs fn

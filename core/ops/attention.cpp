@@ -93,9 +93,6 @@ void check_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool 
 // allocation and the first write of a buffer as large as the scores: on the GPT at context 256
 // (16 x 4 x 256 x 256), 2.34 -> 2.09 ms per softmax here, and a recompute holds one such buffer
 // less at its peak.
-bool only_reference_to_its_memory(const Tensor& t) {
-  return t.numel() > 0 && t.storage().use_count() == 1 && t.is_contiguous() && t.offset() == 0 && t.nbytes() == t.storage()->nbytes();
-}
 
 struct ScaledSoftmax : Function<ScaledSoftmax> {
   static constexpr const char* name = "scaled_softmax";
@@ -106,7 +103,8 @@ struct ScaledSoftmax : Function<ScaledSoftmax> {
   static Tensor forward(Ctx& c, State& s, const Tensor& scores, double scale, bool causal) {
     const Tensor in = scores.contiguous();
     s.spec = {.log = false, .scale = scale, .causal_rows = causal ? scores.size(-2) : 0, .empty_rows_masked = true};
-    const bool over_scores = only_reference_to_its_memory(in);  // Note [Softmax over the scores]
+    // Note [Softmax over the scores]
+    const bool over_scores = in.numel() > 0 && autograd::sole_tensor_on_its_memory(in);
     Tensor y = over_scores ? in.detach() : ops::empty_on(in.shape(), in.dtype(), in.device());
     if (y.numel() > 0) kernels::softmax[in.device()](in, y, s.spec);
     if (over_scores) y.storage()->bump_version();
@@ -160,8 +158,8 @@ Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool i
 // and with dropout the keep mask and the dropped weights, as PyTorch's math path holds its dropout
 // mask and the dropped weights. The raw scores, as large as the weights, are the memory the
 // softmax writes the weights into (Note [Softmax over the scores]) or, when something else holds
-// them, are freed as soon as it has run (and with a mask so are the scaled and masked ones). (Scaling q before the
-// product would instead keep a scaled copy of q for the matmul.)
+// them, are freed as soon as it has run (and with a mask so are the scaled and masked ones).
+// (Scaling q before the product would instead keep a scaled copy of q for the matmul.)
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal,
                          std::optional<double> scale) {
   if (autocast::OpCast cast{kOp, q}) return attention_weights(cast(q), cast(k), cast(attn_mask), is_causal, scale);
