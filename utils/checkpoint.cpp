@@ -513,10 +513,13 @@ void Frame::fill(size_t& next, const Tensor& t) {
     if (e.known_by == KnownBy::fingerprint) {
       compare_values(e, next, t);
     } else if (e.known_by == KnownBy::kept_output && kept_let_go) {
-      // The kept ops ran again (Note [Letting kept outputs go]). An entry still holding the
-      // forward's values, or one a retained node took (Frame::take), is compared with those.
-      if (e.ready) know_by_fingerprint(e);
-      if (e.known_by == KnownBy::fingerprint) compare_values(e, next, t);
+      // The kept ops ran again (Note [Letting kept outputs go]): an entry still holding the
+      // forward's values is compared with those (one a retained node took was fingerprinted then,
+      // Frame::take).
+      if (e.ready) {
+        know_by_fingerprint(e);
+        compare_values(e, next, t);
+      }
     } else {
       const bool written = e.saved.storage.lock() == t.storage() && e.saved.version != t.version();
       EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", next, " (saved by ", e.op, ", ", shape_str(t.shape()),
@@ -594,7 +597,7 @@ Tensor Frame::take(size_t index) {
   Entry& e = entries[index];
   // A retained node will take this again, and once the kept outputs are gone the recompute that
   // brings it back computes it instead of replaying it: keep what to compare that with.
-  if (e.known_by == KnownBy::kept_output && kept_let_go && checks_values() && !autograd::backward_frees_graph())
+  if (e.known_by == KnownBy::kept_output && kept_let_go && !autograd::backward_frees_graph())
     know_by_fingerprint(e);
   e.ready = false;
   return std::move(e.value);

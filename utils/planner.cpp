@@ -17,10 +17,10 @@
 //    is at most U(r) - G(r): U(r), the live bytes of the plain step at that same moment (the
 //    profile's live_at_first_use), less G(r), what the plain step's forward still kept there. G(r)
 //    is at least L(r) less module r's output, which may be gone by then (an output only the next
-//    module saved is: that module's backward has run). Where module r saved its own output (saves_own_output, as a ReLU does) the plain step
-//    still holds it, through that save, which the checkpoint replaces with a handle, so G(r)
-//    counts it too; but not for the chain's last module, whose output its caller holds in both
-//    steps. B(r) would bound the recompute too, but backward's peak in the module comes later,
+//    module saved is: that module's backward has run). Where module r saved its own output
+//    (saves_own_output, as a ReLU does) the plain step still holds it, through that save, which
+//    the checkpoint replaces with a handle, so G(r) counts it too; but not for the chain's last
+//    module, whose output its caller holds in both steps. B(r) would bound the recompute too, but backward's peak in the module comes later,
 //    once the module's gradients are made, and counting it here as well as in the segment's peak
 //    overcounted a GPT block by the 12 MiB of its attention's gradients; counting a ReLU's output
 //    as gone overcounted a Linear + ReLU block by one activation.
