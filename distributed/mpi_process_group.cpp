@@ -10,7 +10,7 @@
 #include "core/check.h"
 #include "core/ops.h"
 #include "distributed/collective_check.h"
-#include "distributed/mpi_channel.h"
+#include "distributed/collective_watch.h"
 #include "distributed/mpi_runtime.h"
 
 namespace ember::distributed {
@@ -47,14 +47,19 @@ void finish_average(const Tensor& t, ReduceOp op, int size) {
 
 class MpiWork final : public Work {
  public:
-  MpiWork(std::shared_ptr<MpiChannel> channel, CollectiveCall call, MPI_Request request, Tensor tensor, ReduceOp op,
+  MpiWork(std::shared_ptr<CollectiveWatch> watch, CollectiveCall call, MPI_Request request, Tensor tensor, ReduceOp op,
           std::chrono::milliseconds timeout)
-      : channel_(std::move(channel)), call_(call), request_(request), tensor_(std::move(tensor)), op_(op),
+      : watch_(std::move(watch)), call_(call), request_(request), tensor_(std::move(tensor)), op_(op),
         timeout_(timeout) {}
   ~MpiWork() override {
     // A collective cannot be abandoned while MPI may still write the buffer: wait for it (up to
-    // the timeout; a timed-out one is kept alive by the channel, Note [Collective timeouts]).
-    if (!done_ && !channel_->broken() && !mpi_finalised()) channel_->wait_quietly(request_, call_, timeout_, {tensor_});
+    // the timeout; a timed-out one is kept alive by the watch, Note [Collective timeouts]). A
+    // destructor must not throw: a failure here was the collective's.
+    if (done_ || watch_->broken() || mpi_finalised()) return;
+    try {
+      watch_->wait_quietly(mpi_request_finished(request_), call_, timeout_, {tensor_});
+    } catch (const Error&) {
+    }
   }
   bool test() override {
     if (done_) return true;
@@ -65,16 +70,16 @@ class MpiWork final : public Work {
   }
   void wait() override {
     if (done_) return;
-    channel_->wait(request_, call_, timeout_, {tensor_});
+    watch_->wait(mpi_request_finished(request_), call_, timeout_, {tensor_});
     finish();
   }
 
  private:
   void finish() {
     done_ = true;
-    finish_average(tensor_, op_, channel_->size());
+    finish_average(tensor_, op_, watch_->size());
   }
-  std::shared_ptr<MpiChannel> channel_;
+  std::shared_ptr<CollectiveWatch> watch_;
   CollectiveCall call_;
   MPI_Request request_;
   Tensor tensor_;
@@ -85,8 +90,23 @@ class MpiWork final : public Work {
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
-  int rank() const override { return channel_->rank(); }
-  int size() const override { return channel_->size(); }
+  MpiProcessGroup() {
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    int rank = 0, size = 1;
+    check_mpi(MPI_Comm_rank(comm_, &rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size), "MPI_Comm_size");
+    watch_ = std::make_shared<CollectiveWatch>(rank, size, "the MPI job is aborted when this process exits");
+  }
+  ~MpiProcessGroup() override {
+    // Freeing a communicator with a collective still in it (after a timeout) is not allowed.
+    if (!watch_->broken() && !mpi_finalised()) MPI_Comm_free(&comm_);
+  }
+  MpiProcessGroup(const MpiProcessGroup&) = delete;
+  MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
+
+  int rank() const override { return watch_->rank(); }
+  int size() const override { return watch_->size(); }
   Backend backend() const override { return Backend::MPI; }
   Device device() const override { return kCPU; }
 
@@ -99,7 +119,7 @@ class MpiProcessGroup final : public ProcessGroup {
       check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw_data(), mpi_count(buffer, "allreduce"), mpi_type(buffer.dtype()),
                                MPI_SUM, comm(), &request),
                 "MPI_Iallreduce");
-      channel_->wait(request, call, timeout(), {buffer});
+      watch_->wait(mpi_request_finished(request), call, timeout(), {buffer});
       finish_average(buffer, op, size());
     });
   }
@@ -108,12 +128,12 @@ class MpiProcessGroup final : public ProcessGroup {
     check_tensor(tensor, "allreduce_async");
     check_reduce_op(tensor, op, "allreduce_async");
     EMBER_CHECK(tensor.is_contiguous(), "[allreduce_async] the tensor must be contiguous (the result lands in it)");
-    const CollectiveCall call = channel_->begin("allreduce_async");
+    const CollectiveCall call = watch_->begin("allreduce_async");
     MPI_Request request;
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, tensor.raw_data(), mpi_count(tensor, "allreduce_async"),
                              mpi_type(tensor.dtype()), MPI_SUM, comm(), &request),
               "MPI_Iallreduce");
-    return std::make_unique<MpiWork>(channel_, call, request, tensor, op, timeout());
+    return std::make_unique<MpiWork>(watch_, call, request, tensor, op, timeout());
   }
 
   void broadcast(const Tensor& tensor, int root) override {
@@ -125,7 +145,7 @@ class MpiProcessGroup final : public ProcessGroup {
       check_mpi(MPI_Ibcast(buffer.raw_data(), mpi_count(buffer, "broadcast"), mpi_type(buffer.dtype()), root, comm(),
                            &request),
                 "MPI_Ibcast");
-      channel_->wait(request, call, timeout(), {buffer});
+      watch_->wait(mpi_request_finished(request), call, timeout(), {buffer});
     });
   }
 
@@ -142,24 +162,24 @@ class MpiProcessGroup final : public ProcessGroup {
                              mpi_type(mine.dtype()), comm(), &request),
               "MPI_Iallgather");
     // Both buffers stay alive if it is abandoned: MPI may still read one and write the other.
-    channel_->wait(request, call, timeout(), {mine, all});
+    watch_->wait(mpi_request_finished(request), call, timeout(), {mine, all});
     return all;
   }
 
   void barrier() override {
-    const CollectiveCall call = channel_->begin("barrier");
+    const CollectiveCall call = watch_->begin("barrier");
     MPI_Request request;
     check_mpi(MPI_Ibarrier(comm(), &request), "MPI_Ibarrier");
-    channel_->wait(request, call, timeout(), {});
+    watch_->wait(mpi_request_finished(request), call, timeout(), {});
   }
 
  private:
-  MPI_Comm comm() const { return channel_->comm(); }
+  MPI_Comm comm() const { return comm_; }
 
   // Numbers the collective, then the header exchange (Note [Process groups]), itself bounded by
   // the timeout: a rank that never arrives is found here, before any data moves.
   CollectiveCall check_same_call(Collective collective, const Tensor& tensor, int root) {
-    const CollectiveCall call = channel_->begin(collective_name(collective));
+    const CollectiveCall call = watch_->begin(collective_name(collective));
     check_same_call_on_all_ranks(collective, tensor, root, size(), [&](const std::vector<int64_t>& words) {
       // Tensors, not vectors: an abandoned exchange keeps its buffers alive.
       const auto count = static_cast<int64_t>(words.size());
@@ -169,13 +189,14 @@ class MpiProcessGroup final : public ProcessGroup {
       check_mpi(MPI_Iallgather(mine.raw_data(), static_cast<int>(count), MPI_INT64_T, all.raw_data(),
                                static_cast<int>(count), MPI_INT64_T, comm(), &request),
                 "MPI_Iallgather");
-      channel_->wait(request, call, timeout(), {mine, all});
+      watch_->wait(mpi_request_finished(request), call, timeout(), {mine, all});
       return std::vector<int64_t>(all.data<int64_t>(), all.data<int64_t>() + all.numel());
     });
     return call;
   }
 
-  std::shared_ptr<MpiChannel> channel_ = std::make_shared<MpiChannel>();
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the collectives'; the watch has its own for the arrivals
+  std::shared_ptr<CollectiveWatch> watch_;
 };
 
 }  // namespace

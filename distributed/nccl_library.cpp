@@ -18,13 +18,15 @@ NcclLibrary load() {
   auto symbol = [&]<class Function>(Function& function, const char* name) {
     function = reinterpret_cast<Function>(dlsym(handle, name));
     EMBER_CHECK(function, "[init_process_group] the loaded libnccl.so.2 has no ", name,
-                ": ember's NCCL backend needs NCCL 2.13 or newer");
+                ": ember's NCCL backend needs NCCL 2.14 or newer (non-blocking communicators)");
   };
   NcclLibrary l{};
   symbol(l.get_version, "ncclGetVersion");
   symbol(l.get_unique_id, "ncclGetUniqueId");
-  symbol(l.comm_init_rank, "ncclCommInitRank");
+  symbol(l.comm_init_rank_config, "ncclCommInitRankConfig");
+  symbol(l.comm_finalize, "ncclCommFinalize");
   symbol(l.comm_destroy, "ncclCommDestroy");
+  symbol(l.comm_abort, "ncclCommAbort");
   symbol(l.comm_get_async_error, "ncclCommGetAsyncError");
   symbol(l.get_error_string, "ncclGetErrorString");
   symbol(l.get_last_error, "ncclGetLastError");

@@ -15,8 +15,10 @@ namespace ember::distributed {
 struct NcclLibrary {
   decltype(&ncclGetVersion) get_version;
   decltype(&ncclGetUniqueId) get_unique_id;
-  decltype(&ncclCommInitRank) comm_init_rank;
+  decltype(&ncclCommInitRankConfig) comm_init_rank_config;
+  decltype(&ncclCommFinalize) comm_finalize;
   decltype(&ncclCommDestroy) comm_destroy;
+  decltype(&ncclCommAbort) comm_abort;
   decltype(&ncclCommGetAsyncError) comm_get_async_error;
   decltype(&ncclGetErrorString) get_error_string;
   decltype(&ncclGetLastError) get_last_error;

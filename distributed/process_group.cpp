@@ -64,7 +64,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   std::shared_ptr<ProcessGroup> group;
   switch (options.backend) {
     case Backend::MPI: group = make_mpi_process_group(launch); break;
-    case Backend::NCCL: group = make_nccl_process_group(launch); break;
+    case Backend::NCCL: group = make_nccl_process_group(launch, options.timeout); break;
   }
   EMBER_CHECK(group, "[init_process_group] unknown backend");
   group->set_timeout(options.timeout);

@@ -16,9 +16,9 @@
 // The backend is a subclass: MpiProcessGroup (CPU tensors, Open MPI) is built when MPI is found
 // (EMBER_MPI), NcclProcessGroup (CUDA tensors, one device per rank; Note [NCCL collectives]) when
 // the CUDA backend is built and NCCL is found as well (EMBER_NCCL).
-// Every MPI collective, and DDP's wait for its buckets, gives up after the group's timeout with
-// an Error naming the collective and the ranks that did not arrive (Note [Collective timeouts]
-// in distributed/mpi_channel.h); the NCCL backend's collectives run on the GPU and are not bounded.
+// Every collective of either backend, and DDP's wait for its buckets, gives up after the group's
+// timeout with an Error naming the collective and the ranks that did not arrive (Note
+// [Collective timeouts] in distributed/collective_watch.h).
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -38,8 +38,8 @@ enum class Backend { MPI, NCCL };
 const char* backend_name(Backend backend);
 
 // A collective started by allreduce_async. Until wait() returns, the tensor belongs to the
-// collective: do not read or write it. (On CUDA tensors "finished" is in stream order: after
-// wait(), every ember op on the tensor's device runs after the collective; the host is not held.)
+// collective: do not read or write it. (On CUDA tensors wait() returns once the collective has
+// finished on the device, and every ember op queued after it runs after the collective.)
 class Work {
  public:
   virtual ~Work() = default;

@@ -3,8 +3,14 @@
 // `mpirun -np N` on a machine with N GPUs the same tests check N ranks (the expected values are
 // written for any size). Every test skips without a CUDA device; scripts/gpu-check runs them on
 // the GPU machine, where a skip is a failure.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "cuda/check.h"
 #include "cuda/context.h"
 #include "distributed/distributed.h"
 #include "distributed_helpers.h"
@@ -27,6 +33,41 @@ ProcessGroup& world() { return *world_ptr(); }
 
 // A tensor on the group's GPU.
 Tensor on_gpu(const Tensor& t) { return t.to(world().device()); }
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Holds ember's stream of `device` until the stall is destroyed: a host function queued on the
+// stream, which keeps everything queued after it from starting. It lets go by itself after 30 s,
+// so that a backend that waits for the stream makes a test fail instead of hang.
+class StreamStall {
+ public:
+  explicit StreamStall(Device device) : stream_(cuda::stream(device.index)) {
+    CUDA_CHECK(cudaLaunchHostFunc(stream_, &StreamStall::hold, &released_));
+  }
+  ~StreamStall() {
+    released_ = true;
+    (void)cudaStreamSynchronize(stream_);  // hold() has returned: released_ may go
+  }
+  StreamStall(const StreamStall&) = delete;
+  StreamStall& operator=(const StreamStall&) = delete;
+
+ private:
+  static void hold(void* released) {
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(30);
+    while (!static_cast<std::atomic<bool>*>(released)->load() && Clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(1));
+  }
+  cudaStream_t stream_;
+  std::atomic<bool> released_{false};
+};
+
+// A group of one of its own, with a short timeout, for the tests that break it.
+std::shared_ptr<ProcessGroup> group_to_break() {
+  return init_process_group({Backend::NCCL, /*require_launcher=*/false, milliseconds(300)});
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 
@@ -147,6 +188,55 @@ TEST(NcclCollectives, ClearErrorsForWhatItCannotReduce) {
   Tensor t = on_gpu(ones({2}));
   g.allreduce(t);
   testutil::expect_near(t, {static_cast<double>(g.size()), static_cast<double>(g.size())});
+}
+
+// Note [Collective timeouts] on the GPU. A group of one cannot lose a rank, but its collective
+// can be kept from finishing: it waits for ember's stream, which a StreamStall holds. The group's
+// start is its collective #1.
+TEST(NcclCollectives, ACollectiveThatDoesNotFinishTimesOutAndBreaksTheGroup) {
+  SKIP_WITHOUT_GPU();
+  if (world().size() > 1) GTEST_SKIP() << "a group of one's test: it stalls one rank's own stream";
+  std::shared_ptr<ProcessGroup> group = group_to_break();
+  Tensor t = on_gpu(ones({4}));
+  {
+    const StreamStall stall(group->device());
+    const Clock::time_point start = Clock::now();
+    expect_error([&] { group->allreduce(t); },
+                 "[allreduce] collective #2 of this process group timed out after 0.3 s on rank 0: it did not "
+                 "complete (the work queued before it did not finish); the communicator is aborted when the group is "
+                 "destroyed");
+    EXPECT_LT(seconds_since(start), 10.0) << "the timeout did not bound the wait";
+  }
+  expect_error([&] { group->barrier(); }, "[barrier] this process group can no longer be used: [allreduce] collective #2");
+  const Clock::time_point start = Clock::now();
+  group.reset();  // aborts the communicator, without waiting for anyone
+  EXPECT_LT(seconds_since(start), 10.0);
+  // Other groups, and ember's stream, go on.
+  Tensor u = on_gpu(ones({2}));
+  world().allreduce(u);
+  testutil::expect_near(u, {1, 1});
+}
+
+// The same for DDP's kind of wait: Work::wait(), and a Work dropped without one.
+TEST(NcclCollectives, AnAsyncCollectiveThatDoesNotFinishTimesOut) {
+  SKIP_WITHOUT_GPU();
+  if (world().size() > 1) GTEST_SKIP() << "a group of one's test: it stalls one rank's own stream";
+  for (bool dropped : {false, true}) {
+    std::shared_ptr<ProcessGroup> group = group_to_break();
+    Tensor t = on_gpu(ones({1024}));
+    {
+      const StreamStall stall(group->device());
+      const Clock::time_point start = Clock::now();
+      std::unique_ptr<Work> work = group->allreduce_async(t);
+      EXPECT_FALSE(work->test());
+      if (dropped)
+        work.reset();  // waits up to the timeout, then abandons the collective
+      else
+        expect_error([&] { work->wait(); }, "[allreduce_async] collective #2 of this process group timed out after 0.3 s");
+      EXPECT_LT(seconds_since(start), 10.0);
+    }
+    expect_error([&] { group->allreduce(t); }, "[allreduce] this process group can no longer be used: [allreduce_async]");
+  }
 }
 
 TEST(NcclDataParallel, AModelOnTheCpuIsRejected) {

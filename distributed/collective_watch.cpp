@@ -1,4 +1,6 @@
-#include "distributed/mpi_channel.h"
+#include "distributed/collective_watch.h"
+
+#include <utility>
 
 #include "core/check.h"
 #include "distributed/agreement.h"
@@ -18,29 +20,34 @@ std::string seconds(std::chrono::milliseconds duration) {
   return detail::concat(static_cast<double>(duration.count()) / 1000.0, " s");
 }
 
+// Clears the termination report however the wait ends, an Error from the poll included.
+struct TerminationReportScope {
+  TerminationReportScope() = default;
+  ~TerminationReportScope() { clear_termination_report(); }
+  TerminationReportScope(const TerminationReportScope&) = delete;
+  TerminationReportScope& operator=(const TerminationReportScope&) = delete;
+};
+
 }  // namespace
 
-MpiChannel::MpiChannel() {
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+CollectiveWatch::CollectiveWatch(int rank, int size, std::string ending)
+    : rank_(rank), size_(size), ending_(std::move(ending)), arrived_(static_cast<size_t>(size), 0) {
+  if (size_ == 1) return;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &arrivals_comm_), "MPI_Comm_dup");
-  for (MPI_Comm c : {comm_, arrivals_comm_}) check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-  arrived_.assign(static_cast<size_t>(size_), 0);
+  check_mpi(MPI_Comm_set_errhandler(arrivals_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
 }
 
-MpiChannel::~MpiChannel() {
-  // After a timeout the job ends in MPI_Abort; freeing a communicator with a collective still in
-  // it is not allowed.
-  if (broken() || mpi_finalised()) return;
+CollectiveWatch::~CollectiveWatch() {
+  // After a timeout the job ends in MPI_Abort, and MPI cannot be called once finalised.
+  if (arrivals_comm_ == MPI_COMM_NULL || broken() || mpi_finalised()) return;
   for (Announcement& a : sending_) MPI_Wait(&a.request, MPI_STATUS_IGNORE);
   MPI_Comm_free(&arrivals_comm_);
-  MPI_Comm_free(&comm_);
 }
 
-CollectiveCall MpiChannel::begin(const char* name) {
+CollectiveCall CollectiveWatch::begin(const char* name) {
   EMBER_CHECK(!broken(), "[", name, "] this process group can no longer be used: ", broken_);
   const CollectiveCall call{name, ++sequence_};
+  if (size_ == 1) return call;
   // The announcements sent for earlier collectives that MPI has finished with are dropped.
   std::erase_if(sending_, [](Announcement& a) {
     int done = 0;
@@ -56,7 +63,8 @@ CollectiveCall MpiChannel::begin(const char* name) {
   return call;
 }
 
-void MpiChannel::read_arrivals() {
+void CollectiveWatch::read_arrivals() {
+  if (size_ == 1) return;
   for (;;) {
     int waiting = 0;
     MPI_Status status;
@@ -68,7 +76,7 @@ void MpiChannel::read_arrivals() {
   }
 }
 
-std::vector<int> MpiChannel::missing(int64_t sequence) {
+std::vector<int> CollectiveWatch::missing(int64_t sequence) {
   read_arrivals();
   std::vector<int> ranks;
   for (int r = 0; r < size_; ++r)
@@ -76,7 +84,7 @@ std::vector<int> MpiChannel::missing(int64_t sequence) {
   return ranks;
 }
 
-void MpiChannel::report_waiting(const CollectiveCall& call) {
+void CollectiveWatch::report_waiting(const CollectiveCall& call) {
   const std::vector<int> ranks = missing(call.sequence);
   report_if_terminated(detail::concat("[distributed] rank ", rank_, " was terminated while waiting in ", call.name,
                                       " #", call.sequence, ranks.empty() ? std::string(" (every rank had reached it)")
@@ -84,17 +92,14 @@ void MpiChannel::report_waiting(const CollectiveCall& call) {
                                       ": was that rank lost?\n"));
 }
 
-bool MpiChannel::wait_quietly(MPI_Request& request, const CollectiveCall& call, std::chrono::milliseconds timeout,
-                              const std::vector<Tensor>& buffers) {
+bool CollectiveWatch::wait_quietly(const std::function<bool()>& finished, const CollectiveCall& call,
+                                   std::chrono::milliseconds timeout, const std::vector<Tensor>& buffers) {
+  const TerminationReportScope report;
   const Clock::time_point start = Clock::now(), deadline = start + timeout;
   Clock::time_point next_look = start + kFirstLook;
-  for (;;) {
-    int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) break;
+  while (!finished()) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
-      clear_termination_report();
       abandon(call, timeout, buffers);
       return false;
     }
@@ -103,17 +108,16 @@ bool MpiChannel::wait_quietly(MPI_Request& request, const CollectiveCall& call, 
       next_look = now + kLookInterval;
     }
   }
-  clear_termination_report();
   return true;
 }
 
-void MpiChannel::wait(MPI_Request& request, const CollectiveCall& call, std::chrono::milliseconds timeout,
-                      const std::vector<Tensor>& buffers) {
-  if (!wait_quietly(request, call, timeout, buffers)) EMBER_FAIL(broken_);
+void CollectiveWatch::wait(const std::function<bool()>& finished, const CollectiveCall& call,
+                           std::chrono::milliseconds timeout, const std::vector<Tensor>& buffers) {
+  if (!wait_quietly(finished, call, timeout, buffers)) EMBER_FAIL(broken_);
 }
 
-void MpiChannel::abandon(const CollectiveCall& call, std::chrono::milliseconds timeout,
-                         const std::vector<Tensor>& buffers) {
+void CollectiveWatch::abandon(const CollectiveCall& call, std::chrono::milliseconds timeout,
+                              const std::vector<Tensor>& buffers) {
   const std::vector<int> ranks = missing(call.sequence);
   std::string who;
   for (int r : ranks)
@@ -124,14 +128,23 @@ void MpiChannel::abandon(const CollectiveCall& call, std::chrono::milliseconds t
   broken_ = detail::concat(
       "[", call.name, "] collective #", call.sequence, " of this process group timed out after ", seconds(timeout),
       " on rank ", rank_, ": ",
-      ranks.empty() ? std::string("every rank reached it, but it did not complete (a rank stalled inside it, the "
-                                  "network between ranks failed during it, or the ranks started different "
-                                  "non-blocking collectives)")
+      ranks.empty() ? std::string(size_ == 1 ? "it did not complete (the work queued before it did not finish)"
+                                             : "every rank reached it, but it did not complete (a rank stalled "
+                                               "inside it, the network between ranks failed during it, or the ranks "
+                                               "started different non-blocking collectives)")
                     : detail::concat(ranks.size() == 1 ? "rank " : "ranks ", who,
                                      " did not arrive (stopped, crashed, or ran fewer steps or other collectives)"),
-      "; the MPI job is aborted when this process exits");
+      "; ", ending_);
   abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
   abort_mpi_at_exit();
+}
+
+std::function<bool()> mpi_request_finished(MPI_Request& request) {
+  return [&request] {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  };
 }
 
 }  // namespace ember::distributed
