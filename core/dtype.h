@@ -1,6 +1,7 @@
 #pragma once
 // Element types. Kernels are written once as templates and instantiated per dtype through
 // dispatch(), so adding a dtype is one line here, not one line per kernel.
+#include <cmath>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -85,6 +86,16 @@ inline FloatInfo finfo(DType t) {
     case DType::Float16: return {16, 0x1p-10, 0x1p-14, 65504.0};
     default: EMBER_FAIL("[finfo] expects a floating point dtype, got ", dtype_name(t));
   }
+}
+
+// Whether `value` converts to `dtype` without overflow, as PyTorch asks of a fill value: a
+// floating dtype holds NaN, the infinities and every number up to its largest finite one in
+// magnitude (1e300 overflows float32 and both 16-bit floats); an integer dtype holds the numbers
+// in its range after truncation, and neither NaN nor an infinity.
+inline bool holds_value(DType dtype, double value) {
+  if (is_floating(dtype)) return std::isnan(value) || std::isinf(value) || std::fabs(value) <= finfo(dtype).max;
+  if (dtype == DType::UInt8) return value > -1.0 && value < 256.0;
+  return value >= -0x1p63 && value < 0x1p63;
 }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }

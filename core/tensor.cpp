@@ -9,6 +9,7 @@
 #include "core/convert.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "core/ops/helpers.h"
 
 namespace ember {
 
@@ -106,17 +107,25 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   return t;
 }
 
-Tensor full(const Shape& shape, double value, TensorOptions options) {
+namespace {
+Tensor filled(const Shape& shape, double value, TensorOptions options) {
   const bool wants_grad = options.requires_grad;
   Tensor t = empty(shape, options.with_requires_grad(false));
   if (t.numel() > 0) kernels::fill[t.device()](t, value);
   if (wants_grad) t.requires_grad_();
   return t;
 }
+}  // namespace
+
+Tensor full(const Shape& shape, double value, TensorOptions options) {
+  ops::check_fill_value(value, options.dtype, shape, "full", ops::fill_computes_in(options.dtype));
+  return filled(shape, value, options);
+}
 
 Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
 Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
-Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+// Unchecked, as PyTorch's scalar_tensor: 1e300 in float16 is inf (ops::wrap_scalar relies on it).
+Tensor scalar_tensor(double value, TensorOptions options) { return filled({}, value, options); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }

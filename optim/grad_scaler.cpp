@@ -16,9 +16,14 @@ namespace {
 
 constexpr const char* kName = "GradScaler";
 
+// S is kept in float32, as PyTorch keeps it: a larger number would be inf there.
+void check_scale(double scale, const char* where) {
+  EMBER_CHECK(scale > 0.0 && holds_value(kFloat32, scale) && std::isfinite(scale), "[", kName, "] ", where,
+              ": the scale must be finite in float32 and > 0, got ", scale);
+}
+
 void check_options(const GradScalerOptions& o, const char* where) {
-  EMBER_CHECK(std::isfinite(o.init_scale_) && o.init_scale_ > 0.0, "[", kName, "] ", where,
-              ": the scale must be finite and > 0, got ", o.init_scale_);
+  check_scale(o.init_scale_, where);
   EMBER_CHECK(std::isfinite(o.growth_factor_) && o.growth_factor_ > 1.0, "[", kName, "] ", where,
               ": growth_factor must be finite and > 1, got ", o.growth_factor_);
   EMBER_CHECK(o.backoff_factor_ > 0.0 && o.backoff_factor_ < 1.0, "[", kName, "] ", where,
@@ -138,8 +143,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!options_.enabled_) return;
   (void)current_scale("update");
-  EMBER_CHECK(std::isfinite(new_scale) && new_scale > 0.0, "[", kName, "] update(new_scale): the scale must be finite "
-              "and > 0, got ", new_scale);
+  check_scale(new_scale, "update(new_scale)");
   scale_ = static_cast<float>(new_scale);
   records_.clear();
 }

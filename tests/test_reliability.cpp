@@ -185,6 +185,45 @@ TEST(MaskedFill, AnIntegerTensorRefusesAValueItCannotHold) {
             (std::vector<int64_t>{-9007199254740992, 2}));
 }
 
+// PyTorch's checked conversion of a written value, for every dtype and every op that writes one:
+// a floating dtype takes NaN and the infinities but no finite number past its largest (full and
+// fill_ of a 16-bit float convert through float32, as PyTorch's fill), and a number in an
+// expression is not checked (1e300 in a float16 sum is inf, as in PyTorch).
+TEST(FillValues, EveryDtypeRefusesAValueItCannotHold) {
+  const Tensor mask = tensor({1.0, 0.0}).to(kUInt8);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {kFloat16, kBFloat16, kFloat32}) {
+    const Tensor x = zeros({2}, dtype);
+    expect_error([&] { full({2}, 1e300, dtype); },
+                 detail::concat("[full] value 1e+300 cannot be converted to ", dtype, " without overflow (", dtype,
+                                " tensor of shape [2])"));
+    expect_error([&] { x.fill_(-1e300); }, detail::concat("[fill_] value -1e+300 cannot be converted to ", dtype));
+    expect_error([&] { masked_fill(x, mask, 1e300); }, "[masked_fill] value 1e+300 cannot be converted");
+    expect_error([&] { pad(x, {1, 1}, PadMode::Constant, 1e300); }, "[pad] value 1e+300 cannot be converted");
+    for (double fine : {inf, -inf, finfo(dtype).max, -finfo(dtype).max}) {
+      EXPECT_EQ(full({1}, fine, dtype).item(), fine);
+      EXPECT_EQ(masked_fill(x, mask, fine).to(kFloat64).to_vector<double>()[0], fine);
+    }
+    EXPECT_TRUE(std::isnan(full({1}, std::nan(""), dtype).item()));
+    EXPECT_EQ((x + 1e300).to(kFloat64).to_vector<double>()[0], inf);
+    EXPECT_EQ(scalar_tensor(1e300, dtype).item(), inf);
+  }
+  // float16 past its range: a fill rounds through float32 to inf; a mask or a pad refuses it.
+  EXPECT_EQ(full({1}, 70000.0, kFloat16).item(), inf);
+  expect_error([&] { masked_fill(zeros({2}, kFloat16), mask, -1e9); },
+               "[masked_fill] value -1e+09 cannot be converted to float16 without overflow");
+  expect_error([&] { pad(zeros({2}, kFloat16), {1, 1}, PadMode::Constant, 70000.0); }, "[pad] value 70000");
+  expect_error([&] { full({2}, std::nan(""), kInt64); }, "[full] value nan cannot be converted to int64");
+  expect_error([&] { full({2}, 0x1p63, kInt64); }, "[full] value 9.22337e+18 cannot be converted to int64");
+  expect_error([&] { zeros({2}, kUInt8).fill_(-inf); }, "[fill_] value -inf cannot be converted to uint8");
+  EXPECT_EQ(full({1}, 255.5, kUInt8).item(), 255);  // truncated into range, as PyTorch
+  EXPECT_EQ(full({1}, 1e300, kFloat64).item(), 1e300);
+  // A comparison with a number past an integer tensor's range is made in float64, as PyTorch's.
+  const Tensor ints = from_vector(std::vector<int64_t>{1, INT64_MAX}, {2}, kInt64);
+  EXPECT_EQ((ints < 1e30).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ((ints == inf).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
+}
+
 TEST(OptimizerState, APartialParameterStateIsRefusedAndALostOneIsReported) {
   Tensor w = ones({2}).requires_grad_();
   optim::Adam adam({w}, optim::AdamOptions(0.1));

@@ -133,9 +133,10 @@ TEST(Tensor, FloatToIntegerConversionSaturatesThenWraps) {
   // The largest float below 2^63 still converts exactly.
   EXPECT_EQ(from_vector(std::vector<double>{std::nextafter(two63, 0.0)}, {1}, kFloat64).to(kInt64).to_vector<int64_t>(),
             (std::vector<int64_t>{9223372036854774784}));
-  // The same rule where a kernel produces integers from floats: a fill, an integer op computed in double, item<T>.
-  EXPECT_EQ(full({2}, nan, kInt64).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
-  EXPECT_EQ(full({2}, -inf, kUInt8).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0}));
+  // The same rule where a kernel produces integers from floats: an unchecked 0-d tensor, an integer op computed
+  // in double, item<T>. (full and fill_ refuse such a value: FillValues.EveryDtypeRefusesAValueItCannotHold.)
+  EXPECT_EQ(scalar_tensor(nan, kInt64).to_vector<int64_t>(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(scalar_tensor(-inf, kUInt8).to_vector<uint8_t>(), (std::vector<uint8_t>{0}));
   EXPECT_EQ(values(full({1}, 2.0, kUInt8) - full({1}, 3.0, kUInt8)), (std::vector<double>{255}));
   EXPECT_EQ(scalar_tensor(nan).item<int64_t>(), 0);
   EXPECT_EQ(scalar_tensor(1e30).item<int64_t>(), kMax);

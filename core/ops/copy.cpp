@@ -129,6 +129,7 @@ const Tensor& Tensor::mul_(double value) const {
 
 const Tensor& Tensor::fill_(double value) const {
   check_inplace(*this, nullptr, "fill_");
+  ops::check_fill_value(value, dtype(), shape(), "fill_", ops::fill_computes_in(dtype()));
   if (numel() > 0) kernels::fill[device()](*this, value);
   storage()->bump_version();
   return *this;

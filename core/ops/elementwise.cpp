@@ -391,9 +391,10 @@ struct Neg : Function<Neg> {
 // so an integral tensor computes in float32 (int_tensor * 2.0 is float32), as PyTorch.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kFloat32); }
 
-// Comparison with a Python number: in x's dtype unless the number has a fraction x cannot hold.
+// Comparison with a Python number: in x's dtype unless the number is one x cannot hold (a
+// fraction, NaN, or past x's range: an int64 tensor < 1e30 is true everywhere).
 Tensor compare_scalar(BinaryOp op, const Tensor& x, double s, const char* name) {
-  Tensor xs = !is_floating(x.dtype()) && s != std::floor(s) ? x.to(kFloat64) : x;
+  Tensor xs = !is_floating(x.dtype()) && (s != std::floor(s) || !holds_value(x.dtype(), s)) ? x.to(kFloat64) : x;
   return ops::binary_kernel(op, xs, ops::wrap_scalar(s, xs), name);
 }
 
@@ -481,13 +482,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   ops::check_same_device(x, mask, "masked_fill");
   EMBER_CHECK(ops::broadcasts_to(mask.shape(), x.shape()), "[masked_fill] mask of shape ",
               shape_str(mask.shape()), " does not broadcast to the input shape ", shape_str(x.shape()));
-  // The value must be one x's dtype can hold, as PyTorch checks: the saturating conversion of
-  // Note [Float to integer conversion] would write 0 for NaN and INT64_MAX for 1e300 silently.
-  if (!is_floating(x.dtype())) {
-    const bool fits = x.dtype() == kUInt8 ? value >= 0.0 && value < 256.0 : fits_in_int64(value);
-    EMBER_CHECK(fits, "[masked_fill] value ", value, " cannot be converted to ", x.dtype(),
-                " without overflow (input of shape ", shape_str(x.shape()), ")");
-  }
+  ops::check_fill_value(value, x.dtype(), x.shape(), "masked_fill");
   return where(mask, ops::wrap_scalar(value, x), x);
 }
 

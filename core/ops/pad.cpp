@@ -102,6 +102,7 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
       return pad(cast(x), pads, mode, value);
   }
   ops::check_defined(x, "pad");
+  ops::check_fill_value(value, x.dtype(), x.shape(), "pad");
   EMBER_CHECK(pads.size() % 2 == 0, "[pad] pads ", shape_str(pads),
               " must come in (before, after) pairs, last dim first, but has ", pads.size(), " values");
   const int64_t pairs = static_cast<int64_t>(pads.size()) / 2;
