@@ -19,6 +19,7 @@
 #include "test_helpers.h"
 
 using namespace ember;
+using testutil::expect_error;
 
 namespace {
 
@@ -130,6 +131,18 @@ TEST_F(CheckpointMemory, PlannerModelByHand) {
   // A budget the plain step fits recomputes nothing.
   EXPECT_EQ(utils::plan_checkpoints(profile, 45).str(), "[0,3) plain");
   EXPECT_THROW(utils::predicted_peak(profile, {{{0, 2, false}}}), Error);  // a plan that does not cover the model
+  // A hand-made profile is checked before the planner adds its numbers: counts only, and totals
+  // far from int64's end (three layers of INT64_MAX / 2 bytes would overflow the sums).
+  std::vector<utils::LayerProfile> bad = profile;
+  bad[1].output_bytes = -10;
+  expect_error([&] { utils::plan_checkpoints(bad, 40); },
+               "[plan_checkpoints] layer 1 ('1') has a negative byte count or work (-10)");
+  bad = profile;
+  for (utils::LayerProfile& m : bad) m.live_after = m.forward_peak = m.backward_peak = INT64_MAX / 2;
+  expect_error([&] { utils::min_feasible_budget(bad); }, "add up to more than 2^60 bytes or operations");
+  bad = profile;
+  bad[2].forward_ms = std::nan("");
+  expect_error([&] { utils::predicted_peak(bad, plan); }, "layer 2 ('2') has a forward time of nan ms");
 
   // Module 1 saving its own output (as a ReLU does): at its first use the plain step still holds
   // all of L(1), not L(1) less the output, so the recompute adds 25 to 21 - 20 = 1: 26. Module 2's

@@ -316,6 +316,10 @@ TEST_F(CheckpointPolicy, ReadyMadePoliciesChooseTheirOps) {
   os << CheckpointDecision::MustSave << " " << CheckpointDecision::PreferRecompute;
   EXPECT_EQ(os.str(), "MustSave PreferRecompute");
   expect_error([] { utils::save_every(0, "matmul"); }, "[save_every] k must be at least 1, got 0 (for op matmul)");
+  utils::CheckpointOptions options;
+  options.policy = [](const OpInfo&) { return static_cast<CheckpointDecision>(42); };
+  expect_error([&] { utils::checkpoint([](const Tensor& in) { return tanh(in); }, randn({2}).requires_grad_(), options); },
+               "[checkpoint] the policy's decision for op 0 (tanh) is CheckpointDecision(42), none of the four");
   expect_error([] { utils::save_modules("blocks..attn"); }, "[save_modules] the pattern 'blocks..attn' has an empty name");
 }
 
@@ -522,6 +526,12 @@ TEST_F(CheckpointPolicy, PlanningPerOpSavesIsAnExactKnapsack) {
   OpInfo renamed = ops[1];
   renamed.name = "other";  // another region's op at that index
   EXPECT_EQ(planned(renamed), CheckpointDecision::PreferRecompute);
+  // Hand-made ops are checked before the knapsack adds them up.
+  expect_error([&] { utils::plan_op_saves({op(0, "A", 60, -1)}, 400); }, "[plan_op_saves] op 0 (A) has negative work (-1)");
+  expect_error([&] { utils::plan_op_saves({op(0, "A", INT64_MAX / 2, 100)}, 400); },
+               "[TensorInfo] shape [4611686018427387903] is too large: 4611686018427387903 * 4 overflows int64");
+  expect_error([&] { utils::plan_op_saves({op(0, "A", int64_t{1} << 58, 100), op(1, "B", int64_t{1} << 58, 100)}, 400); },
+               "the ops' outputs add up to more than 2^60 bytes or operations");
 }
 
 // On a transformer block: the profile gives every op's work, the plan keeps what fits, the

@@ -107,7 +107,8 @@
 namespace ember::utils {
 
 int64_t TensorInfo::nbytes() const {
-  return defined ? numel_of(shape, "TensorInfo") * static_cast<int64_t>(element_size(dtype)) : 0;
+  return defined ? checked_mul(numel_of(shape, "TensorInfo"), static_cast<int64_t>(element_size(dtype)), "TensorInfo", shape)
+                 : 0;
 }
 
 bool is_save(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::PreferSave; }
@@ -325,6 +326,9 @@ std::optional<CheckpointDecision> count_op(const char* name, OpInfo* info) {
     info->index = index;
     info->index_of_name = index_of_name;
     innermost = scope->policy(*info);
+    EMBER_CHECK(is_must(*innermost) || is_save(*innermost) || *innermost == CheckpointDecision::PreferRecompute,
+                "[checkpoint] the policy's decision for op ", info->index, " (", name, ") is ", *innermost,
+                ", none of the four CheckpointDecisions");
     if (is_must(*innermost)) must = innermost;
   }
   return must ? must : innermost;

@@ -123,6 +123,22 @@ std::vector<bool> recomputed(const std::vector<OpInfo>& ops) {
   return runs;
 }
 
+// OpInfo may be made by hand: every op's output bytes (output.nbytes() checks the shape) and work
+// must be counts, and all of them together far from int64's end, so that the knapsack's sums
+// cannot overflow.
+void check_ops(const std::vector<std::vector<OpInfo>>& regions) {
+  double bytes = 0, flops = 0;
+  for (const std::vector<OpInfo>& ops : regions)
+    for (const OpInfo& op : ops) {
+      EMBER_CHECK(op.flops >= 0, "[plan_op_saves] op ", op.index, " (", op.name, ") has negative work (", op.flops,
+                  ")");
+      bytes += static_cast<double>(op.output.nbytes());
+      flops += static_cast<double>(op.flops);
+    }
+  EMBER_CHECK(bytes < 0x1p60 && flops < 0x1p60, "[plan_op_saves] the ops' outputs add up to more than 2^60 bytes or "
+              "operations: not the profile of a region that runs");
+}
+
 // The base's MustSave ops in `plan` (checked), and the ops open to the plan.
 std::vector<size_t> open_ops(const std::vector<OpInfo>& ops, const CheckpointPolicy& base, OpPlan& plan) {
   std::vector<size_t> open;
@@ -162,6 +178,7 @@ std::vector<OpPlan> plan_op_saves(const std::vector<std::vector<OpInfo>>& region
                                   const CheckpointPolicy& base) {
   EMBER_CHECK(budget_bytes >= 0, "[plan_op_saves] the budget must be at least 0 bytes, got ", budget_bytes);
   EMBER_CHECK(base, "[plan_op_saves] the base policy is empty");
+  check_ops(regions);
   std::vector<OpPlan> plans(regions.size());
   std::vector<Item> items;
   std::vector<std::pair<size_t, size_t>> owner;  // per item: its region and op

@@ -43,6 +43,7 @@
 #include "utils/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "core/allocator.h"
@@ -59,10 +60,33 @@ struct SegmentCost {
 };
 
 // The Note's model for every segment [a, b), plain and checkpointed.
+// A profile may be made by hand (LayerProfile is a plain struct): before the table adds a few of
+// its numbers together, each must be a count (>= 0) and all of them together far from int64's
+// end, so that no sum the plans make can overflow.
+void check_profile(const std::vector<LayerProfile>& l) {
+  double bytes = 0, flops = 0;
+  for (size_t i = 0; i < l.size(); ++i) {
+    const LayerProfile& m = l[i];
+    for (int64_t v : {m.live_after, m.output_bytes, m.forward_peak, m.backward_peak, m.live_at_first_use,
+                      m.forward_flops})
+      EMBER_CHECK(v >= 0, "[plan_checkpoints] layer ", i, " ('", m.name, "') has a negative byte count or work (", v,
+                  ")");
+    EMBER_CHECK(std::isfinite(m.forward_ms) && m.forward_ms >= 0, "[plan_checkpoints] layer ", i, " ('", m.name,
+                "') has a forward time of ", m.forward_ms, " ms");
+    bytes += static_cast<double>(m.live_after) + static_cast<double>(m.output_bytes) +
+             static_cast<double>(m.forward_peak) + static_cast<double>(m.backward_peak) +
+             static_cast<double>(m.live_at_first_use);
+    flops += static_cast<double>(m.forward_flops);
+  }
+  EMBER_CHECK(bytes < 0x1p60 && flops < 0x1p60, "[plan_checkpoints] the profile's ", l.size(),
+              " layers add up to more than 2^60 bytes or operations: not the profile of a step that runs");
+}
+
 struct SegmentTable {
   std::vector<std::vector<SegmentCost>> plain, checkpointed;  // [a][b]
 
   explicit SegmentTable(const std::vector<LayerProfile>& l) {
+    check_profile(l);
     const size_t n = l.size();
     plain.assign(n, std::vector<SegmentCost>(n + 1));
     checkpointed.assign(n, std::vector<SegmentCost>(n + 1));
