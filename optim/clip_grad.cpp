@@ -7,26 +7,20 @@
 
 namespace ember::optim {
 
-namespace {
-Tensor norm(const Tensor& x, double p) {
-  if (std::isinf(p)) return max(abs(x));
-  if (p == 2.0) return sqrt(sum(x * x));
-  return pow(sum(pow(abs(x), p)), 1.0 / p);
-}
-}  // namespace
-
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   EMBER_CHECK(norm_type > 0.0, "[clip_grad_norm_] norm_type must be positive or infinity, got ", norm_type);
   EMBER_CHECK(max_norm >= 0.0, "[clip_grad_norm_] max_norm must be >= 0, got ", max_norm);
   NoGradGuard no_grad;
   std::vector<Tensor> norms;
   for (const Tensor& p : params)
-    if (p.defined() && p.grad().defined()) norms.push_back(norm(p.grad(), norm_type));
+    if (p.defined() && p.grad().defined()) norms.push_back(vector_norm(p.grad(), norm_type));
   if (norms.empty()) return scalar_tensor(0.0);
   const Device device = norms[0].device();
   for (Tensor& n : norms) n = n.to(device);
-  // The norm of the per-gradient norms is the norm of all gradients together.
-  const Tensor total = norm(stack(norms), norm_type);
+  // The norm of the per-gradient norms is the norm of all gradients together; each is computed in
+  // float32 for a 16-bit gradient (whose squares would overflow float16) and returned in its dtype,
+  // and stack promotes mixed dtypes, as PyTorch's clip_grad_norm_ does.
+  const Tensor total = vector_norm(stack(norms), norm_type);
   // min(1, ...) on the device rather than an `if` on the host: no sync to read the norm back.
   const Tensor scale = clamp(max_norm / (total + 1e-6), 0.0, 1.0);
   for (const Tensor& p : params)

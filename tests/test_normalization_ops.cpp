@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
 #include "tests/fixture.h"
 #include "tests/parity.h"
 #include "test_helpers.h"
@@ -66,6 +69,38 @@ TEST_F(NormalizationOps, LayerNormErrors) {
   expect_error([] { layer_norm(zeros({2, 3}), {3}, Tensor(), Tensor(), 0.0); },
                "[layer_norm] eps must be finite and > 0, got 0");
   expect_error([] { layer_norm(zeros({2, 3}, kInt64), {3}); }, "[layer_norm] expects a floating point tensor");
+}
+
+// Note [Mixed-dtype layer norm]: a 16-bit input with float32 weight and bias computes in float32
+// and rounds once, as PyTorch's CPU kernel (which gives bfloat16 out, x's gradient in bfloat16
+// and the weight's in float32); any other mix of dtypes is refused.
+TEST_F(NormalizationOps, LayerNormMixesASixteenBitInputWithFloat32Affine) {
+  for (DType half : {kBFloat16, kFloat16}) {
+    const Tensor x = randn({3, 4}).to(half).requires_grad_(), w = randn({4}).requires_grad_(),
+                 b = randn({4}).requires_grad_();
+    const Tensor y = layer_norm(x, {4}, w, b);
+    EXPECT_EQ(y.dtype(), half);
+    EXPECT_TRUE(testutil::bitwise_equal(y, layer_norm(x.detach().to(kFloat32), {4}, w.detach(), b.detach()).to(half)));
+    sum(y * arange(12, kFloat32).reshape({3, 4}).to(half)).backward();
+    EXPECT_EQ(x.grad().dtype(), half);
+    EXPECT_EQ(w.grad().dtype(), kFloat32);
+    EXPECT_EQ(b.grad().dtype(), kFloat32);
+    // Under CPU autocast a float32 LayerNorm after a Linear gets the Linear's 16-bit output.
+    nn::Linear fc(4, 4);
+    nn::LayerNorm norm(4);
+    Tensor out;
+    {
+      const Autocast amp(DeviceType::CPU, half);
+      out = norm(fc(randn({2, 4})));
+    }
+    EXPECT_EQ(out.dtype(), half);
+  }
+  expect_error([] { layer_norm(zeros({2, 3}), {3}, zeros({3}, kBFloat16)); },
+               "[layer_norm] weight is bfloat16 but the input is float32");
+  expect_error([] { layer_norm(zeros({2, 3}, kBFloat16), {3}, zeros({3}), zeros({3}, kBFloat16)); },
+               "[layer_norm] weight is float32 but the input is bfloat16");
+  expect_error([] { layer_norm(zeros({2, 3}, kBFloat16), {3}, zeros({3}, kFloat16)); },
+               "[layer_norm] weight is float16 but the input is bfloat16");
 }
 
 void check_layer_norm_parity(const std::string& file) {

@@ -681,6 +681,25 @@ TEST(OptimErrors, SchedulersAndClipping) {
   EXPECT_EQ(optim::clip_grad_norm_({param({2})}, 1.0).item(), 0.0);  // no gradients
 }
 
+// 16-bit gradients: each norm is computed in float32 (1000 squares of 1000 overflow float16) and
+// returned in the gradient's dtype, and mixed dtypes meet in the promoted one, as in PyTorch 2.15
+// (clip_grad_norm_ there gives 31616 and a gradient of 0.0316, and 1.9999 for the mixed pair).
+TEST(ClipGradNorm, SixteenBitAndMixedGradients) {
+  const Tensor big = param({1000}).to(kFloat16).detach().requires_grad_();
+  big.set_grad(full({1000}, 1000.0, kFloat16));
+  const Tensor total = optim::clip_grad_norm_({big}, 1.0);
+  EXPECT_EQ(total.dtype(), kFloat16);
+  EXPECT_EQ(total.item(), 31616.0);
+  EXPECT_NEAR(big.grad().to(kFloat64).to_vector<double>()[0], 0.0316, 1e-4);
+  const Tensor a = param({2}), h = param({2}).to(kFloat16).detach().requires_grad_();
+  a.set_grad(ones({2}));
+  h.set_grad(ones({2}, kFloat16));
+  const Tensor mixed = optim::clip_grad_norm_({a, h}, 0.5);
+  EXPECT_EQ(mixed.dtype(), kFloat32);
+  EXPECT_NEAR(mixed.item(), 1.99989, 1e-5);
+  EXPECT_EQ(h.grad().dtype(), kFloat16);
+}
+
 TEST(LRSchedulerStateDict, ResumeGivesTheSameLrs) {
   const Tensor w = param({2});
   optim::SGD opt({w}, optim::SGDOptions(0.1));

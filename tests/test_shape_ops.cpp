@@ -242,6 +242,24 @@ TEST_F(ShapeOps, OutputShapesWhoseSizeOverflowsAreErrors) {
   expect_error([&] { stack({huge, huge}, 1); }, "[empty] shape [4611686018427387904, 2] is too large");
 }
 
+// cat and stack promote their tensors' dtypes as PyTorch's do (type promotion, core/dtype.h), and
+// each tensor's gradient comes back in its own dtype through the cast.
+TEST_F(ShapeOps, CatAndStackPromoteDtypes) {
+  const Tensor ints = from_vector(std::vector<int64_t>{1, 2}, {2}, kInt64);
+  const Tensor mixed = cat({tensor({0.5f}), ints});
+  EXPECT_EQ(mixed.dtype(), kFloat32);
+  testutil::expect_near(mixed, {0.5, 1, 2}, 0);
+  EXPECT_EQ(stack({zeros({2}, kBFloat16), zeros({2}, kFloat16)}).dtype(), kFloat32);
+  EXPECT_EQ(cat({ints, ints}).dtype(), kInt64);
+  const Tensor a = tensor({1.0, 2.0}).to(kBFloat16).requires_grad_(), b = tensor({3.0}, kFloat64).requires_grad_();
+  const Tensor joined = cat({a, b});
+  EXPECT_EQ(joined.dtype(), kFloat64);
+  sum(joined * tensor({1.0, 2.0, 3.0}, kFloat64)).backward();
+  EXPECT_EQ(a.grad().dtype(), kBFloat16);
+  testutil::expect_near(a.grad(), {1, 2}, 0);
+  testutil::expect_near(b.grad(), {3}, 0);
+}
+
 TEST_F(ShapeOps, BadInputThrowsNamingTheOpAndShapes) {
   Tensor idx = from_vector(std::vector<int64_t>{0, 5}, {2}, kInt64);
   expect_error([&] { index_select(zeros({3, 2}), 0, idx); },
@@ -251,8 +269,6 @@ TEST_F(ShapeOps, BadInputThrowsNamingTheOpAndShapes) {
                "[gather] index of shape [3] must have as many dims");
   expect_error([] { cat({zeros({2, 3}), zeros({2, 4})}, 0); },
                "[cat] tensor 1 of shape [2, 4] does not match tensor 0 of shape [2, 3] outside dim 0");
-  expect_error([] { cat({zeros({2}), zeros({2}, kInt64)}); },
-               "[cat] tensor 1 is int64 on cpu but tensor 0 is float32 on cpu");
   expect_error([] { cat({}); }, "[cat] expects a non-empty list");
   expect_error([] { stack({zeros({2}), zeros({3})}); },
                "[stack] tensor 1 of shape [3] differs from tensor 0 of shape [2]");

@@ -175,10 +175,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   const Tensor& first = tensors[0];
   const int64_t d = wrap_dim(dim, first.dim(), "cat");
   EMBER_CHECK(first.dim() > 0, "[cat] zero-dimensional tensors cannot be concatenated");
+  DType dtype = first.dtype();  // the tensors' promoted dtype, as PyTorch's cat (int64 and float32 give float32)
   for (size_t i = 1; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    EMBER_CHECK(t.dtype() == first.dtype() && t.device() == first.device(), "[cat] tensor ", i, " is ", t.dtype(),
-                " on ", t.device(), " but tensor 0 is ", first.dtype(), " on ", first.device());
+    EMBER_CHECK(t.device() == first.device(), "[cat] tensor ", i, " of shape ", shape_str(t.shape()), " is on ",
+                t.device(), " but tensor 0 of shape ", shape_str(first.shape()), " is on ", first.device());
+    dtype = promote(dtype, t.dtype());
     bool same = t.dim() == first.dim();
     for (int64_t j = 0; same && j < t.dim(); ++j) same = j == d || t.size(j) == first.size(j);
     EMBER_CHECK(same, "[cat] tensor ", i, " of shape ", shape_str(t.shape()), " does not match tensor 0 of shape ",
@@ -190,6 +192,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     EMBER_CHECK(total.has_value(), "[cat] the sizes along dim ", d, " of the ", tensors.size(),
                 " tensors (tensor 0 of shape ", shape_str(first.shape()), ") add up to more than int64 holds");
   }
+  for (const Tensor& t : tensors)
+    if (t.dtype() != dtype) {
+      std::vector<Tensor> promoted;
+      for (const Tensor& u : tensors) promoted.push_back(u.to(dtype));  // a cast carries the gradient back
+      return Cat::apply(promoted, d);
+    }
   return Cat::apply(tensors, d);
 }
 

@@ -64,7 +64,22 @@ void check_affine(const Tensor& t, const Tensor& x, const Shape& normalized_shap
   EMBER_CHECK(t.shape() == normalized_shape, "[layer_norm] ", what, " of shape ", shape_str(t.shape()),
               " must have the normalized shape ", shape_str(normalized_shape));
   ops::check_same_device(t, x, "layer_norm");
-  EMBER_CHECK(t.dtype() == x.dtype(), "[layer_norm] ", what, " is ", t.dtype(), " but the input is ", x.dtype());
+  EMBER_CHECK(t.dtype() == x.dtype(), "[layer_norm] ", what, " is ", t.dtype(), " but the input is ", x.dtype(),
+              " (a 16-bit input may come with float32 weight and bias: Note [Mixed-dtype layer norm])");
+}
+
+// Note [Mixed-dtype layer norm]
+// A float32 LayerNorm may be given a 16-bit input: under CPU autocast after a product whose
+// output is bfloat16 (BERT's prediction head: Linear, GELU, LayerNorm), or a 16-bit activation
+// fed to a float32 module. PyTorch computes that in float32 and rounds the output once to the
+// input's dtype; so does ember, by running the float32 layer norm on the widened input (the casts
+// carry the gradient: x's comes back in x's dtype, the weight's and bias's in float32). Only
+// float32 affine tensors with a 16-bit input mix; any other pair of dtypes is refused.
+bool mixed_dtype(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!is_sixteen_bit(x.dtype()) || (!weight.defined() && !bias.defined())) return false;
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined() && t->dtype() != kFloat32) return false;
+  return true;
 }
 
 }  // namespace
@@ -81,6 +96,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   EMBER_CHECK(trailing, "[layer_norm] normalized_shape ", shape_str(normalized_shape),
               " must be the trailing dims of the input of shape ", shape_str(x.shape()));
   EMBER_CHECK(std::isfinite(eps) && eps > 0.0, "[layer_norm] eps must be finite and > 0, got ", eps);
+  if (mixed_dtype(x, weight, bias))
+    return layer_norm(x.to(kFloat32), normalized_shape, weight, bias, eps).to(x.dtype());
   check_affine(weight, x, normalized_shape, "weight");
   check_affine(bias, x, normalized_shape, "bias");
   return LayerNorm::apply(x.contiguous(), weight.defined() ? weight.contiguous() : weight,
