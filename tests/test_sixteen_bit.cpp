@@ -306,6 +306,34 @@ TEST(SixteenBit, SoftmaxKernelsRoundTheirFloat32ResultOnce) {
 // A kernel declared without its Writes cannot be staged: a 16-bit tensor is an error naming it.
 void probe_fill(const Tensor& out, double value) { out.fill_(value); }
 
+// Reductions accumulate in float32 and round once, as PyTorch 2.15's: the figures are its (var of
+// 0..99 in float16 is 841.5 and std 29.015625, where float16 squares summed in float16 overflow;
+// a cumsum of 1000 ones reaches 1000 in bfloat16, which cannot add 1 to 256 itself).
+TEST(SixteenBit, ReductionsAccumulateInFloat32) {
+  const Tensor x = arange(100, kFloat32).to(kFloat16);
+  EXPECT_EQ(var(x, {0}).item(), 841.5);
+  EXPECT_EQ(var(x, {0}, 0).item(), 833.0);
+  EXPECT_EQ(stddev(x, {0}).item(), 29.015625);
+  EXPECT_EQ(stddev(x.to(kBFloat16), {0}).item(), 29.0);
+  EXPECT_EQ(var(arange(1000, kFloat32).to(kFloat16), {0}).item(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(cumsum(ones({1000}, kBFloat16), 0).to(kFloat64).to_vector<double>().back(), 1000.0);
+  EXPECT_EQ(mean(full({100000}, 0.1, kFloat16)).item(), 0.0999755859375);
+  // The gradient comes back through the casts in x's dtype.
+  const Tensor leaf = x.detach().requires_grad_();
+  stddev(leaf, {0}).backward();
+  EXPECT_EQ(leaf.grad().dtype(), kFloat16);
+  // A loss's mean too (PyTorch: 100 and 9.5; the float16 sums are inf and 9504).
+  const Tensor tens = full({1000}, 10.0, kFloat16).requires_grad_(), zero = zeros({1000}, kFloat16);
+  const Tensor mse = mse_loss(tens, zero);
+  EXPECT_EQ(mse.dtype(), kFloat16);
+  EXPECT_EQ(mse.item(), 100.0);
+  EXPECT_EQ(smooth_l1_loss(tens, zero).item(), 9.5);
+  EXPECT_EQ(mse_loss(tens, zero, Reduction::Sum).item(), std::numeric_limits<double>::infinity());
+  mse.backward();
+  EXPECT_EQ(tens.grad().dtype(), kFloat16);
+  EXPECT_EQ(tens.grad().to(kFloat64).to_vector<double>()[0], full({1}, 0.02, kFloat16).item());  // 2 * 10 / 1000
+}
+
 TEST(SixteenBit, AKernelThatCannotBeStagedRefusesThemByName) {
   kernels::Kernel<kernels::FillFn> probe{"probe"};
   kernels::add_kernel(probe, DeviceType::CPU, &probe_fill);

@@ -210,12 +210,16 @@ void check_var_arguments(const Tensor& x, int64_t correction, const char* op) {
 }
 }  // namespace
 
+// A 16-bit x computes in float32 and rounds the result once, as PyTorch's: its squares and their
+// sum would overflow float16 (the variance of 0..99 is 842, its sum of squares 83325).
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   check_var_arguments(x, correction, "var");
+  if (is_sixteen_bit(x.dtype())) return var(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
   return Var::apply(x, dims, correction, keepdim);
 }
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   check_var_arguments(x, correction, "stddev");
+  if (is_sixteen_bit(x.dtype())) return stddev(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
   return sqrt(Var::apply(x, dims, correction, keepdim));
 }
 
