@@ -153,11 +153,15 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 // --- losses (core/ops/loss.cpp) ---
 enum class Reduction { None, Mean, Sum };
-// logits [N, C], target int64 class indices [N]. Fused log-softmax + NLL: numerically stable
-// and only a logsumexp per sample is kept for backward. Mean divides by the number of targets
-// that are not ignore_index (as PyTorch).
+// PyTorch's cross_entropy. logits [N, C] ([C] for one sample, [N, C, d1, ...] for a class per
+// position) and as target either int64 class indices [N] ([N, d1, ...]) or class probabilities of
+// the logits' shape and dtype; weight, optional, one per class [C]. Mean divides by the number of
+// targets that are not ignore_index (by their summed weights with weight; by the number of samples
+// for probabilities). [N, C] with indices and no weight runs one fused log-softmax + NLL kernel
+// that keeps only a logsumexp per sample for backward (Note [Fused cross-entropy]); the rest is
+// composed (Note [Cross-entropy beyond the fused kernel]).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
-                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+                     int64_t ignore_index = -100, double label_smoothing = 0.0, const Tensor& weight = Tensor());
 // input [N, C] or [N, C, d1, ...] of log-probabilities, target int64 class indices [N] or
 // [N, d1, ...]: loss = -weight[t] * input[n, t] (weight: [C] or undefined for all ones). Mean
 // divides by the summed weights of the targets that are not ignore_index (PyTorch's weighted

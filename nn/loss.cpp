@@ -23,9 +23,13 @@ std::string tensor_setting(const char* name, const Tensor& t) {
 }
 }  // namespace
 
+CrossEntropyLoss::CrossEntropyLoss(CrossEntropyLossOptions options) : options(options) {
+  if (options.weight.defined()) weight = register_buffer("weight", options.weight);
+}
+
 std::string CrossEntropyLoss::extra_repr() const {
-  return detail::concat("ignore_index=", options.ignore_index, ", reduction=", reduction_repr(options.reduction),
-                        ", label_smoothing=", options.label_smoothing);
+  return detail::concat(tensor_setting("weight", weight), "ignore_index=", options.ignore_index,
+                        ", reduction=", reduction_repr(options.reduction), ", label_smoothing=", options.label_smoothing);
 }
 
 NLLLoss::NLLLoss(NLLLossOptions options) : ignore_index(options.ignore_index), reduction(options.reduction) {

@@ -24,16 +24,19 @@ struct CrossEntropyLossOptions {
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  Tensor weight = Tensor();  // [C], or undefined for equal weights
 };
 
-// Logits [N, C] and int64 class indices [N]; see ember::cross_entropy.
+// Logits [N, C] (or [C], [N, C, d1, ...]) and int64 class indices or class probabilities; see
+// ember::cross_entropy.
 class CrossEntropyLoss : public Loss {
  public:
-  explicit CrossEntropyLoss(CrossEntropyLossOptions options = {}) : options(options) {}
+  explicit CrossEntropyLoss(CrossEntropyLossOptions options = {});
   Tensor forward(const Tensor& input, const Tensor& target) override {
-    return cross_entropy(input, target, options.reduction, options.ignore_index, options.label_smoothing);
+    return cross_entropy(input, target, options.reduction, options.ignore_index, options.label_smoothing, weight);
   }
   const CrossEntropyLossOptions options;
+  Tensor weight;  // a buffer when defined (it moves with to(device))
 
  protected:
   std::string extra_repr() const override;

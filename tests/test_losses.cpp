@@ -234,6 +234,8 @@ TEST(LossModules, PrintTheirSettings) {
   EXPECT_EQ(nn::HuberLoss(Reduction::None, 2.0).str(), "HuberLoss(reduction='none', delta=2)");
   EXPECT_EQ(nn::MSELoss().str(), "MSELoss(reduction='mean')");
   EXPECT_EQ(nn::CrossEntropyLoss().str(), "CrossEntropyLoss(ignore_index=-100, reduction='mean', label_smoothing=0)");
+  EXPECT_EQ(nn::CrossEntropyLoss({Reduction::Sum, 1, 0.1, ones({5})}).str(),
+            "CrossEntropyLoss(weight=[5], ignore_index=1, reduction='sum', label_smoothing=0.1)");
 }
 
 // Weights are buffers: saved with the state_dict and moved by Module::to.
@@ -246,6 +248,12 @@ TEST(LossModules, WeightsAreBuffers) {
   loss.to(kFloat64);
   EXPECT_EQ(loss.weight.dtype(), kFloat64);
   EXPECT_TRUE(nn::NLLLoss().state_dict().empty());
+  nn::CrossEntropyLoss ce({Reduction::Mean, -100, 0.0, full({3}, 0.5)});
+  EXPECT_EQ(values(ce.state_dict().at("weight")), (std::vector<double>{0.5, 0.5, 0.5}));
+  const Tensor logits = randn({4, 3}), target = from_vector(std::vector<int64_t>{0, 2, 1, 2}, {4}, kInt64);
+  EXPECT_EQ(ce(logits, target).item(), cross_entropy(logits, target, Reduction::Mean, -100, 0.0, full({3}, 0.5)).item());
+  ce.to(kFloat64);
+  EXPECT_EQ(ce.weight.dtype(), kFloat64);
 }
 
 // --- errors ---
@@ -308,11 +316,13 @@ TEST(LossErrors, BadInputThrowsNamingTheOpAndShapes) {
   expect_error([&] { cross_entropy(logits, zeros({2}, kInt64).reshape({1, 2})); },
                "[cross_entropy] target of shape [1, 2] does not match logits of shape [2, 3]");
   expect_error([&] { cross_entropy(logits, zeros({2})); },
-               "[cross_entropy] expects int64 class indices as target, got float32");
+               "[cross_entropy] class probabilities as target must have the logits' shape and dtype, [2, 3] float32; "
+               "got [2] float32");
   expect_error([&] { cross_entropy(logits, full({2}, 3, kInt64)); },
                "[cross_entropy] target 3 is out of range for 3 classes");
   expect_error([&] { cross_entropy(zeros({3}), zeros({3}, kInt64)); },
-               "[cross_entropy] expects logits of shape [N, C], got [3]");
+               "[cross_entropy] the logits of one sample, [3], take a 0-d class index or class probabilities of "
+               "shape [3] as target; got a int64 target of shape [3]");
   expect_error([] { mse_loss(zeros({2}), zeros({3})); },
                "[mse_loss] input of shape [2] and target of shape [3] differ");
 }

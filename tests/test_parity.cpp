@@ -5,12 +5,16 @@
 
 #include <cmath>
 #include <sstream>
+#include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/autograd/engine.h"
 #include "core/ops.h"
 #include "tests/fixture.h"
 #include "tests/parity.h"
+#include "test_helpers.h"
 
 using namespace ember;
 using ember::testutil::Fixture;
@@ -133,6 +137,54 @@ TEST(Parity, CrossEntropyOptions) {
     EXPECT_MATCHES(f, std::string("out_") + tag, out);
     EXPECT_MATCHES(f, std::string("grad_") + tag + "_logits", grads[0]);
   }
+}
+
+// cross_entropy's forms beyond [N, C] with indices (Note [Cross-entropy beyond the fused
+// kernel]): each case's loss and the gradient of (out * (1..n)).sum() against PyTorch's.
+TEST(Parity, CrossEntropyForms) {
+  Fixture f = Fixture::load("parity_cross_entropy_forms.txt");
+  const Tensor target3 = f.get("target3"), target2 = f.get("target2"), weight = f.get("weight"),
+               probs2 = f.get("probs2"), target1 = f.get("target1").reshape({});
+  using Loss = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::tuple<std::string, std::string, Loss>> cases = {
+      {"kdim_mean", "logits3", [&](const Tensor& x) { return cross_entropy(x, target3, Reduction::Mean, -1, 0.1); }},
+      {"kdim_none", "logits3", [&](const Tensor& x) { return cross_entropy(x, target3, Reduction::None, -1); }},
+      {"weighted_mean", "logits2",
+       [&](const Tensor& x) { return cross_entropy(x, target2, Reduction::Mean, -1, 0.2, weight); }},
+      {"weighted_sum", "logits2",
+       [&](const Tensor& x) { return cross_entropy(x, target2, Reduction::Sum, -1, 0.2, weight); }},
+      {"weighted_none", "logits2",
+       [&](const Tensor& x) { return cross_entropy(x, target2, Reduction::None, -1, 0.2, weight); }},
+      {"weighted_kdim_mean", "logits3",
+       [&](const Tensor& x) { return cross_entropy(x, target3, Reduction::Mean, -1, 0.0, weight); }},
+      {"probs_mean", "logits2",
+       [&](const Tensor& x) { return cross_entropy(x, probs2, Reduction::Mean, -100, 0.1, weight); }},
+      {"probs_none", "logits2", [&](const Tensor& x) { return cross_entropy(x, probs2, Reduction::None); }},
+      {"one_sample", "logits1", [&](const Tensor& x) { return cross_entropy(x, target1, Reduction::None); }},
+      {"one_sample_probs", "logits1",
+       [&](const Tensor& x) { return cross_entropy(x, probs2.select(0, 0), Reduction::Mean, -100, 0.3); }},
+  };
+  for (const auto& [name, input, loss] : cases) {
+    SCOPED_TRACE(name);
+    const Tensor x = leaf(f, input);
+    const Tensor out = loss(x);
+    EXPECT_MATCHES(f, "out_" + name, out);
+    const Tensor w = arange(1, static_cast<double>(out.numel()) + 1, 1, kFloat32).reshape(out.shape());
+    sum(out * w).backward();
+    EXPECT_MATCHES(f, "grad_" + name, x.grad());
+  }
+  // What the forms refuse, by name.
+  const Tensor logits2 = f.get("logits2");
+  expect_error([&] { cross_entropy(logits2, probs2.to(kFloat64)); },
+               "[cross_entropy] class probabilities as target must have the logits' shape and dtype, [6, 4] float32; "
+               "got [6, 4] float64");
+  expect_error([&] { cross_entropy(logits2, target2, Reduction::Mean, -1, 0.0, ones({3})); },
+               "[cross_entropy] weight of shape [3] must hold one weight per class, [4] for logits of shape [6, 4]");
+  expect_error([&] { cross_entropy(f.get("logits3"), target2); },
+               "[cross_entropy] target of shape [6] does not match logits of shape [3, 4, 5] (expected [3, 5])");
+  expect_error([&] { cross_entropy(logits2, target2.to(kUInt8)); },
+               "[cross_entropy] expects int64 class indices or floating class probabilities as target, got uint8");
+  expect_error([&] { cross_entropy(zeros({}), target1); }, "[cross_entropy] expects logits of shape [C], [N, C]");
 }
 
 // mse_loss(input, target), mean and sum, gradients w.r.t. both.

@@ -47,22 +47,11 @@ struct CrossEntropy : Function<CrossEntropy> {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                     double label_smoothing) {
-  if (autocast::OpCast cast{"cross_entropy", logits})
-    return cross_entropy(cast(logits), cast(target), reduction, ignore_index, label_smoothing);
-  ops::check_defined(logits, "cross_entropy", "logits");
-  ops::check_defined(target, "cross_entropy", "target");
-  EMBER_CHECK(logits.dim() == 2, "[cross_entropy] expects logits of shape [N, C], got ", shape_str(logits.shape()));
-  ops::check_floating(logits, "cross_entropy");
-  EMBER_CHECK(target.dtype() == kInt64, "[cross_entropy] expects int64 class indices as target, got ", target.dtype(),
-              " of shape ", shape_str(target.shape()));
-  EMBER_CHECK(target.dim() == 1 && target.size(0) == logits.size(0), "[cross_entropy] target of shape ",
-              shape_str(target.shape()), " does not match logits of shape ", shape_str(logits.shape()),
-              " (expected [", logits.size(0), "])");
-  ops::check_same_device(logits, target, "cross_entropy");
-  EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "[cross_entropy] label_smoothing must be in [0, 1], got ",
-              label_smoothing);
+namespace {
+
+// The fused kernel's case: logits [N, C], int64 targets [N], no class weights.
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                           double label_smoothing) {
   if (!target.device().is_cpu()) {
     // The kernel checks the targets where it reads them and a bad one is raised at the next
     // synchronisation (Note [Index errors found on the device] in cuda/bad_index.h); the mean's
@@ -80,6 +69,110 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   }
   Tensor losses = CrossEntropy::apply(logits, target, ignore_index, label_smoothing);
   return ops::reduce_loss(losses, reduction, static_cast<double>(counted));
+}
+
+// The class weights shaped to broadcast along dim 1 of a [N, C, d1, ...] tensor.
+Tensor along_classes(const Tensor& weight, int64_t dims) {
+  Shape shape(static_cast<size_t>(dims), 1);
+  shape[1] = weight.numel();
+  return weight.reshape(shape);
+}
+
+// Note [Cross-entropy beyond the fused kernel]
+// The fused kernel (Note [Fused cross-entropy]) covers logits [N, C] with class indices and no
+// class weights. The rest of PyTorch's cross_entropy is composed from log_softmax over dim 1:
+//   indices into [N, C, d1, ...] logits: the fused kernel on the logits with the classes last,
+//     [N * d1 * ..., C], the losses shaped back as the target;
+//   class weights w: nll_loss's weighted loss (its mean divides by the summed weights of the
+//     counted targets); with label smoothing e, (1 - e) times that plus e / C times the smoothing
+//     term -sum_c w_c log p_c per target (0 where ignored), reduced the same way;
+//   class probabilities q (a floating target shaped as the logits): -sum_c w_c q_c log p_c per
+//     sample, with q smoothed to (1 - e) q + e / C; the mean divides by the number of samples,
+//     N * d1 * ..., and ignore_index does not apply.
+// These are PyTorch's definitions; a test checks each against values from PyTorch.
+Tensor weighted_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                              double label_smoothing, const Tensor& weight) {
+  const Tensor log_p = log_softmax(logits, 1);
+  const Tensor nll = nll_loss(log_p, target, reduction, ignore_index, weight);
+  if (label_smoothing == 0.0) return nll;
+  const Tensor ignored = target == static_cast<double>(ignore_index);
+  const Tensor smooth = masked_fill(-sum(log_p * along_classes(weight, logits.dim()), {1}), ignored, 0.0);
+  Tensor smooth_reduced = smooth;
+  if (reduction != Reduction::None) smooth_reduced = sum(smooth);
+  if (reduction == Reduction::Mean) {
+    // The summed weights of the counted targets: nll_loss's divisor for its mean.
+    const Tensor counted = masked_fill(index_select(weight, 0, masked_fill(target, ignored, 0.0).flatten()),
+                                       ignored.flatten(), 0.0);
+    smooth_reduced = smooth_reduced / sum(counted);
+  }
+  return nll * (1.0 - label_smoothing) + smooth_reduced * (label_smoothing / static_cast<double>(logits.size(1)));
+}
+
+Tensor probability_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
+                                 double label_smoothing, const Tensor& weight) {
+  const double classes = static_cast<double>(logits.size(1));
+  Tensor q = label_smoothing > 0.0 ? target * (1.0 - label_smoothing) + label_smoothing / classes : target;
+  if (weight.defined()) q = q * along_classes(weight, logits.dim());
+  const Tensor losses = -sum(log_softmax(logits, 1) * q, {1});
+  return ops::reduce_loss(losses, reduction, static_cast<double>(losses.numel()));
+}
+
+void check_class_weight(const Tensor& weight, const Tensor& logits) {
+  if (!weight.defined()) return;
+  EMBER_CHECK(weight.shape() == Shape{logits.size(1)}, "[cross_entropy] weight of shape ", shape_str(weight.shape()),
+              " must hold one weight per class, [", logits.size(1), "] for logits of shape ",
+              shape_str(logits.shape()));
+  EMBER_CHECK(weight.dtype() == logits.dtype(), "[cross_entropy] logits are ", logits.dtype(), " but weight is ",
+              weight.dtype());
+  ops::check_same_device(logits, weight, "cross_entropy");
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const Tensor& weight) {
+  if (autocast::OpCast cast{"cross_entropy", logits})
+    return cross_entropy(cast(logits), cast(target), reduction, ignore_index, label_smoothing, cast(weight));
+  ops::check_defined(logits, "cross_entropy", "logits");
+  ops::check_defined(target, "cross_entropy", "target");
+  ops::check_floating(logits, "cross_entropy");
+  EMBER_CHECK(logits.dim() >= 1, "[cross_entropy] expects logits of shape [C], [N, C] or [N, C, d1, ...], got ",
+              shape_str(logits.shape()));
+  ops::check_same_device(logits, target, "cross_entropy");
+  EMBER_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "[cross_entropy] label_smoothing must be in [0, 1], got ",
+              label_smoothing);
+  if (logits.dim() == 1) {  // one sample: a batch of one
+    EMBER_CHECK(target.dim() == (is_floating(target.dtype()) ? 1 : 0), "[cross_entropy] the logits of one sample, ",
+                shape_str(logits.shape()), ", take a 0-d class index or class probabilities of shape ",
+                shape_str(logits.shape()), " as target; got a ", target.dtype(), " target of shape ",
+                shape_str(target.shape()));
+    const Tensor loss = cross_entropy(logits.unsqueeze(0), target.unsqueeze(0), reduction, ignore_index,
+                                      label_smoothing, weight);
+    return reduction == Reduction::None ? loss.squeeze(0) : loss;
+  }
+  check_class_weight(weight, logits);
+  if (is_floating(target.dtype())) {
+    EMBER_CHECK(target.shape() == logits.shape() && target.dtype() == logits.dtype(),
+                "[cross_entropy] class probabilities as target must have the logits' shape and dtype, ",
+                shape_str(logits.shape()), " ", logits.dtype(), "; got ", shape_str(target.shape()), " ",
+                target.dtype());
+    return probability_cross_entropy(logits, target, reduction, label_smoothing, weight);
+  }
+  EMBER_CHECK(target.dtype() == kInt64, "[cross_entropy] expects int64 class indices or floating class "
+              "probabilities as target, got ", target.dtype(), " of shape ", shape_str(target.shape()));
+  Shape expected = logits.shape();
+  expected.erase(expected.begin() + 1);
+  EMBER_CHECK(target.shape() == expected, "[cross_entropy] target of shape ", shape_str(target.shape()),
+              " does not match logits of shape ", shape_str(logits.shape()), " (expected ", shape_str(expected), ")");
+  if (weight.defined()) return weighted_cross_entropy(logits, target, reduction, ignore_index, label_smoothing, weight);
+  if (logits.dim() == 2) return fused_cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
+  Shape classes_last(static_cast<size_t>(logits.dim()));
+  classes_last[0] = 0;
+  for (int64_t d = 2; d < logits.dim(); ++d) classes_last[static_cast<size_t>(d - 1)] = d;
+  classes_last.back() = 1;
+  const Tensor loss = fused_cross_entropy(logits.permute(classes_last).reshape({-1, logits.size(1)}),
+                                          target.reshape({-1}), reduction, ignore_index, label_smoothing);
+  return reduction == Reduction::None ? loss.reshape(target.shape()) : loss;
 }
 
 // Note [nll_loss from gather]
