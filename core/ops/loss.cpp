@@ -71,6 +71,19 @@ Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, Reduction
   return ops::reduce_loss(losses, reduction, static_cast<double>(counted));
 }
 
+// The targets with the ignored ones as class 0, so that gather and index_select stay in range
+// (Note [nll_loss from gather]); on CUDA the kernel also checks the others.
+Tensor safe_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const Tensor safe = ops::empty_on(targets.shape(), kInt64, targets.device());
+  kernels::class_targets[targets.device()](targets.contiguous(), classes, ignore_index, safe);
+  return safe;
+}
+
+// Each target's class weight, 0 for an ignored one: summed, a weighted mean's divisor.
+Tensor target_weights(const Tensor& weight, const Tensor& safe, const Tensor& ignored) {
+  return masked_fill(index_select(weight, 0, safe.flatten()).reshape(safe.shape()), ignored, 0.0);
+}
+
 // The class weights shaped to broadcast along dim 1 of a [N, C, d1, ...] tensor.
 Tensor along_classes(const Tensor& weight, int64_t dims) {
   Shape shape(static_cast<size_t>(dims), 1);
@@ -99,11 +112,9 @@ Tensor weighted_cross_entropy(const Tensor& logits, const Tensor& target, Reduct
   const Tensor smooth = masked_fill(-sum(log_p * along_classes(weight, logits.dim()), {1}), ignored, 0.0);
   Tensor smooth_reduced = smooth;
   if (reduction != Reduction::None) smooth_reduced = sum(smooth);
-  if (reduction == Reduction::Mean) {
-    // The summed weights of the counted targets: nll_loss's divisor for its mean.
-    const Tensor counted = masked_fill(index_select(weight, 0, masked_fill(target, ignored, 0.0).flatten()),
-                                       ignored.flatten(), 0.0);
-    smooth_reduced = smooth_reduced / sum(counted);
+  if (reduction == Reduction::Mean) {  // divided as nll_loss's mean is
+    const Tensor safe = safe_targets(target, logits.size(1), ignore_index);
+    smooth_reduced = smooth_reduced / sum(target_weights(weight, safe, ignored));
   }
   return nll * (1.0 - label_smoothing) + smooth_reduced * (label_smoothing / static_cast<double>(logits.size(1)));
 }
@@ -218,16 +229,14 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
       ++counted;
     }
   }
-  const Tensor safe = ops::empty_on(targets.shape(), kInt64, targets.device());
-  kernels::class_targets[targets.device()](targets, classes, ignore_index, safe);
+  const Tensor safe = safe_targets(targets, classes, ignore_index);
   const Tensor ignored = target == static_cast<double>(ignore_index);
   const Tensor picked = gather(input, 1, safe.unsqueeze(1)).squeeze(1);
-  Tensor class_weight;
-  if (weight.defined()) class_weight = index_select(weight, 0, safe.flatten()).reshape(safe.shape());
+  const Tensor class_weight = weight.defined() ? target_weights(weight, safe, ignored) : Tensor();
   const Tensor losses = masked_fill(class_weight.defined() ? -(picked * class_weight) : -picked, ignored, 0.0);
   if (reduction != Reduction::Mean || (!weight.defined() && targets.device().is_cpu()))
     return ops::reduce_loss(losses, reduction, counted);
-  if (weight.defined()) return sum(losses) / sum(masked_fill(class_weight, ignored, 0.0));
+  if (weight.defined()) return sum(losses) / sum(class_weight);
   return sum(losses) / sum((target != static_cast<double>(ignore_index)).to(input.dtype()));  // counted on the device
 }
 
