@@ -583,6 +583,42 @@ TEST(Cuda, CrossEntropyMatchesCpu) {
   }
 }
 
+// cross_entropy's composed forms (Note [Cross-entropy beyond the fused kernel]), the mixed-dtype
+// layer norm, 16-bit variance and a checked fill, each on the GPU against the CPU.
+TEST(Cuda, ComposedLossesAndSixteenBitReductionsMatchCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Tensor target3 = from_vector({3, 0, -1, 2, 1, 1}, {2, 3}, kInt64), weight = rand({4}) + 0.5;
+  const Tensor target2 = from_vector({3, 0, -1, 2}, {4}, kInt64), probs = softmax(randn({4, 4}), 1);
+  using Loss = std::function<Tensor(const Tensor&, Device)>;
+  const std::vector<std::pair<Shape, Loss>> cases = {
+      {{2, 4, 3}, [&](const Tensor& x, Device d) { return cross_entropy(x, target3.to(d), Reduction::Mean, -1, 0.1); }},
+      {{4, 4}, [&](const Tensor& x, Device d) {
+         return cross_entropy(x, target2.to(d), Reduction::Mean, -1, 0.2, weight.to(d));
+       }},
+      {{4, 4}, [&](const Tensor& x, Device d) {
+         return cross_entropy(x, probs.to(d), Reduction::Sum, -100, 0.1, weight.to(d));
+       }},
+  };
+  for (const auto& [shape, loss] : cases) {
+    const Tensor x = randn(shape).requires_grad_(), gx = x.detach().to(kCUDA).requires_grad_();
+    const Tensor l = loss(x, kCPU), gl = loss(gx, kCUDA);
+    expect_matches(gl, l, 1e-5);
+    l.backward();
+    gl.backward();
+    expect_matches(gx.grad(), x.grad(), 1e-5);
+  }
+  for (DType half : {kBFloat16, kFloat16}) {
+    const Tensor x = randn({3, 8}).to(half), w = randn({8}), b = randn({8});
+    const Tensor y = layer_norm(x, {8}, w, b), gy = layer_norm(x.to(kCUDA), {8}, w.to(kCUDA), b.to(kCUDA));
+    ASSERT_EQ(gy.dtype(), half);
+    expect_matches(gy, y, finfo(half).eps);
+    const Tensor ramp = arange(100, kFloat32).to(half);
+    expect_matches(var(ramp.to(kCUDA), {0}), var(ramp, {0}), finfo(half).eps);  // within a rounding
+  }
+  expect_error([] { full({2}, 1e300, TensorOptions(kFloat16).with_device(kCUDA)); },
+               "[full] value 1e+300 cannot be converted to float16");
+}
+
 // A two-layer MLP's training step on the GPU: loss, every gradient and the accuracy count agree
 // with the CPU's. Everything the MLP example needs runs on CUDA kernels.
 TEST(Cuda, MlpTrainingStepMatchesCpu) {
