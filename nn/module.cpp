@@ -278,6 +278,11 @@ void Module::to(DType dtype) {
   });
 }
 
+Module& Module::requires_grad_(bool requires_grad) {
+  for (const Tensor& p : parameters()) p.requires_grad_(requires_grad);
+  return *this;
+}
+
 void Module::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   visit_tensors(true, false, [&](Tensor& t) {

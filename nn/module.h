@@ -141,6 +141,10 @@ class Module {
   void to(Device device);
   void to(DType dtype);  // floating parameters and buffers only, as PyTorch
   void zero_grad(bool set_to_none = true);
+  // Sets requires_grad on every parameter of this module and its descendants, as PyTorch's
+  // module.requires_grad_: model.encoder.requires_grad_(false) freezes the encoder for fine-tuning
+  // (its parameters get no gradient, and an optimizer skips a parameter without one).
+  Module& requires_grad_(bool requires_grad = true);
 
   StateDict state_dict() const;
   // Copies values into the existing tensors (converting dtype, as a copy does). strict: the keys

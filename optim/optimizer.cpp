@@ -47,8 +47,10 @@ Optimizer::Optimizer(std::string name, std::vector<std::vector<Tensor>> groups, 
     EMBER_CHECK(!groups_[g].empty(), "[", name_, "] parameter group ", g, " is empty");
     for (const Tensor& p : groups_[g]) {
       EMBER_CHECK(p.defined(), "[", name_, "] parameter ", index, " (group ", g, ") is undefined");
-      EMBER_CHECK(p.requires_grad(), "[", name_, "] parameter ", index, " (group ", g, ", shape ",
-                  shape_str(p.shape()), ") does not require grad; only tensors with requires_grad can be optimized");
+      // A frozen parameter (requires_grad off, as fine-tuning leaves an encoder) is taken, as
+      // PyTorch takes it: it gets no gradient, so step() skips it until it is unfrozen.
+      EMBER_CHECK(is_floating(p.dtype()), "[", name_, "] parameter ", index, " (group ", g, ", shape ",
+                  shape_str(p.shape()), ") is ", p.dtype(), "; only floating point tensors can be optimized");
       EMBER_CHECK(p.is_leaf(), "[", name_, "] parameter ", index, " (group ", g, ", shape ", shape_str(p.shape()),
                   ") is not a leaf tensor; optimize the tensor it was computed from");
       // Listed twice, a parameter would be updated twice per step.

@@ -12,6 +12,7 @@
 #include "core/autograd/recompute.h"
 #include "core/generator.h"
 #include "nn/nn.h"
+#include "optim/sgd.h"
 #include "utils/checkpoint_sequential.h"
 #include "test_helpers.h"
 
@@ -87,6 +88,24 @@ TEST(Module, ZeroGradAndToKeepHandles) {
   EXPECT_EQ(handle.dtype(), kFloat64);  // the same impl was converted
   EXPECT_EQ(net.bn.num_batches_tracked.dtype(), kInt64);
   EXPECT_EQ(net(randn({5, 4}, kFloat64)).dtype(), kFloat64);
+}
+
+// Freezing part of a model for fine-tuning: its parameters get no gradient, the rest do, and an
+// optimizer over all of them steps only those with one.
+TEST(Module, RequiresGradFreezesAndUnfreezesASubmodule) {
+  Net net;
+  EXPECT_EQ(&net.fc1.requires_grad_(false), &net.fc1);
+  EXPECT_FALSE(net.fc1.weight.requires_grad());
+  EXPECT_FALSE(net.fc1.bias.requires_grad());
+  const Tensor frozen = net.fc1.weight.detach().clone();
+  optim::SGD sgd(net.parameters(), optim::SGDOptions(0.1));
+  sum(net(randn({5, 4}))).backward();
+  EXPECT_FALSE(net.fc1.weight.grad().defined());
+  EXPECT_TRUE(net.fc2.weight.grad().defined());
+  sgd.step();
+  EXPECT_TRUE(testutil::bitwise_equal(net.fc1.weight, frozen));
+  net.requires_grad_();
+  EXPECT_TRUE(net.fc1.weight.requires_grad());
 }
 
 TEST(Module, StateDictRoundTripAndErrors) {

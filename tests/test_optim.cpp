@@ -602,8 +602,8 @@ TEST(OptimErrors, Construction) {
   expect_error([] { optim::AdamW(std::vector<optim::AdamWParamGroup>{}); }, "[AdamW] got an empty parameter list");
   expect_error([] { optim::SGD({{{param({2})}, optim::SGDOptions(0.1)}, {{}, optim::SGDOptions(0.1)}}); },
                "[SGD] parameter group 1 is empty");
-  expect_error([] { optim::SGD({param({2}), ones({3})}, optim::SGDOptions(0.1)); },
-               "[SGD] parameter 1 (group 0, shape [3]) does not require grad");
+  expect_error([] { optim::SGD({param({2}), ones({3}, kInt64)}, optim::SGDOptions(0.1)); },
+               "[SGD] parameter 1 (group 0, shape [3]) is int64; only floating point tensors can be optimized");
   expect_error([] { optim::SGD({param({2}) * 2.0}, optim::SGDOptions(0.1)); },
                "[SGD] parameter 0 (group 0, shape [2]) is not a leaf");
   expect_error([] { optim::SGD({Tensor()}, optim::SGDOptions(0.1)); }, "[SGD] parameter 0 (group 0) is undefined");
