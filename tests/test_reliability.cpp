@@ -218,10 +218,14 @@ TEST(FillValues, EveryDtypeRefusesAValueItCannotHold) {
   expect_error([&] { zeros({2}, kUInt8).fill_(-inf); }, "[fill_] value -inf cannot be converted to uint8");
   EXPECT_EQ(full({1}, 255.5, kUInt8).item(), 255);  // truncated into range, as PyTorch
   EXPECT_EQ(full({1}, 1e300, kFloat64).item(), 1e300);
-  // A comparison with a number past an integer tensor's range is made in float64, as PyTorch's.
+  // A comparison with a number past an integer tensor's range is made in float64, as PyTorch's with
+  // a Python float (with a Python int PyTorch wraps it: uint8 > -1 is false there).
   const Tensor ints = from_vector(std::vector<int64_t>{1, INT64_MAX}, {2}, kInt64);
   EXPECT_EQ((ints < 1e30).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ((ints == inf).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
+  const Tensor bytes = from_vector(std::vector<int64_t>{0, 44}, {2}, kInt64).to(kUInt8);
+  EXPECT_EQ((bytes > -1.0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));  // not against a wrapped 255
+  EXPECT_EQ((bytes == 300.0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));  // not against a wrapped 44
 }
 
 TEST(OptimizerState, APartialParameterStateIsRefusedAndALostOneIsReported) {

@@ -392,7 +392,8 @@ struct Neg : Function<Neg> {
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kFloat32); }
 
 // Comparison with a Python number: in x's dtype unless the number is one x cannot hold (a
-// fraction, NaN, or past x's range: an int64 tensor < 1e30 is true everywhere).
+// fraction, NaN, or past x's range: an int64 tensor < 1e30 is true everywhere, and a uint8 one
+// > -1 too, as with a Python float in PyTorch; a wrapped -1 would be 255).
 Tensor compare_scalar(BinaryOp op, const Tensor& x, double s, const char* name) {
   Tensor xs = !is_floating(x.dtype()) && (s != std::floor(s) || !holds_value(x.dtype(), s)) ? x.to(kFloat64) : x;
   return ops::binary_kernel(op, xs, ops::wrap_scalar(s, xs), name);
