@@ -1,4 +1,5 @@
 #pragma once
+#include <memory>
 #include <optional>
 
 #include "nn/module.h"
@@ -14,6 +15,11 @@ namespace ember::nn {
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // PyTorch's Embedding.from_pretrained: a table whose weight is `embeddings` [num, dim] itself
+  // (its memory, not a copy: word vectors loaded once), frozen (requires_grad off) unless
+  // freeze is false. A padding row keeps the values it has and, trained, gets no gradient.
+  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+                                                    std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& ids) override;
 
   const int64_t num_embeddings, embedding_dim;
@@ -22,6 +28,9 @@ class Embedding : public Module {
 
  protected:
   std::string extra_repr() const override;
+
+ private:
+  Embedding(const Tensor& pretrained, bool requires_grad, std::optional<int64_t> padding_idx);
 };
 
 }  // namespace ember::nn

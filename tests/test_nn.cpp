@@ -794,6 +794,30 @@ TEST(Layers, EmbeddingPaddingRowStartsAtZeroAndDoesNotTrain) {
   expect_error([] { nn::Embedding(6, 3, -7); }, "[Embedding] padding_idx -7 must lie in");
 }
 
+// PyTorch's Embedding.from_pretrained: the given tensor's memory, frozen by default; a padding
+// row keeps its values and, trained, gets no gradient.
+TEST(Layers, EmbeddingFromPretrainedUsesTheGivenTableFrozen) {
+  const Tensor vectors = arange(12, kFloat32).reshape({4, 3});
+  const std::shared_ptr<nn::Embedding> frozen = nn::Embedding::from_pretrained(vectors);
+  EXPECT_EQ(frozen->num_embeddings, 4);
+  EXPECT_FALSE(frozen->weight.requires_grad());
+  const Tensor ids = from_vector<int64_t>({2, 0}, {2}, TensorOptions(kInt64));
+  EXPECT_EQ(values((*frozen)(ids)), (std::vector<double>{6, 7, 8, 0, 1, 2}));
+  vectors.select(0, 2).fill_(-1.0);  // the same memory: the table sees it
+  EXPECT_EQ(values((*frozen)(ids).select(0, 0)), (std::vector<double>{-1, -1, -1}));
+  const std::shared_ptr<nn::Embedding> trained = nn::Embedding::from_pretrained(vectors, false, 0);
+  EXPECT_TRUE(trained->weight.requires_grad());
+  EXPECT_EQ(values(trained->weight.select(0, 0)), (std::vector<double>{0, 1, 2}));  // not zeroed
+  sum((*trained)(ids)).backward();
+  EXPECT_EQ(values(trained->weight.grad().select(0, 0)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(values(trained->weight.grad().select(0, 2)), (std::vector<double>{1, 1, 1}));
+  expect_error([] { nn::Embedding::from_pretrained(zeros({3})); },
+               "[Embedding.from_pretrained] embeddings must be a 2-D floating tensor [num_embeddings, embedding_dim], "
+               "got float32 of shape [3]");
+  expect_error([] { nn::Embedding::from_pretrained(zeros({0, 3})); }, "have no rows or no columns");
+  expect_error([] { nn::Embedding::from_pretrained(zeros({2, 3}), true, 2); }, "[Embedding] padding_idx 2 must lie in");
+}
+
 TEST(Layers, CausalSelfAttentionSplitsHeadsAndIsCausal) {
   manual_seed(4);
   nn::CausalSelfAttention attn(8, 2);
