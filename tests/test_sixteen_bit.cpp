@@ -195,6 +195,11 @@ TEST(SixteenBit, CastsCarryGradientsBackInTheInputsDtype) {
   ASSERT_TRUE(x.grad().defined());
   EXPECT_EQ(x.grad().dtype(), kFloat32);
   testutil::expect_near(x.grad(), {3, 3, 3}, 0.0);
+  // To an integer dtype the result leaves the graph, as in PyTorch (x.round().long()).
+  const Tensor ids = (x * 1.4).to(kInt64);
+  EXPECT_FALSE(ids.requires_grad());
+  EXPECT_EQ(ids.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_FALSE(x.to(kUInt8).requires_grad());
 }
 
 // Kernels without a 16-bit path of their own are staged through float32: in-place ops write

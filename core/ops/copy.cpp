@@ -90,8 +90,10 @@ Tensor Tensor::clone() const { return Clone::apply(*this); }
 
 Tensor Tensor::to(DType dtype_) const {
   if (dtype_ == dtype()) return *this;
-  EMBER_CHECK(!requires_grad() || !is_grad_enabled() || is_floating(dtype_), "[to] cannot cast a tensor that "
-              "requires grad to ", dtype_, " (gradients need a floating point dtype)");
+  if (is_floating(dtype_)) return Cast::apply(*this, dtype_);
+  // An integer result has no gradient: it leaves the graph, as in PyTorch, where x.round().long()
+  // of an x that requires grad is a plain int64 tensor.
+  NoGradGuard no_grad;
   return Cast::apply(*this, dtype_);
 }
 
