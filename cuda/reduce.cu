@@ -120,12 +120,10 @@ void reduce_cuda(ReduceOp op, const Tensor& x, int64_t outer, int64_t k, int64_t
   });
 }
 
-// argmax as a fold. The CPU walks k in order and moves to j when x[j] > x[best]: it returns the
-// first maximum, and since nothing compares greater than a NaN and a NaN greater than nothing, a
-// NaN wins only at index 0 and is skipped elsewhere. The same answer as a maximum under a total
-// order: a NaN at index 0 first, then larger values, then smaller indices, with NaNs elsewhere
-// left out (index -1, the identity). A maximum under a total order can be taken in any grouping,
-// so the split passes give the CPU's index.
+// argmax as a fold. The CPU walks k in order and returns the first maximum, a NaN counting as
+// greater than everything (PyTorch's argmax: the first NaN wins). The same answer as a maximum
+// under a total order: NaNs first, then larger values, then smaller indices. A maximum under a
+// total order can be taken in any grouping, so the split passes give the CPU's index.
 template <class T>
 struct Candidate {  // no initialisers: block_reduce keeps these in __shared__ memory
   T value;
@@ -139,9 +137,9 @@ struct ArgmaxOp {
   __device__ static Acc step(Acc a, Acc b) {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
-    if (is_nan(a.value)) return a;  // only index 0 keeps a NaN
-    if (is_nan(b.value)) return b;
-    if (a.value != b.value) return a.value > b.value ? a : b;
+    const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
+    if (a_nan != b_nan) return a_nan ? a : b;
+    if (!a_nan && a.value != b.value) return a.value > b.value ? a : b;
     return a.index < b.index ? a : b;
   }
 };
@@ -151,8 +149,7 @@ struct ArgmaxSource {
   const T* x;
   int64_t k, inner;
   __device__ Candidate<T> operator()(int64_t o, int64_t j) const {
-    const T v = x[(o / inner) * k * inner + o % inner + j * inner];
-    return j > 0 && is_nan(v) ? ArgmaxOp<T>::identity() : Candidate<T>{v, j};
+    return Candidate<T>{x[(o / inner) * k * inner + o % inner + j * inner], j};
   }
 };
 

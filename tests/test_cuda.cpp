@@ -455,7 +455,7 @@ TEST(Cuda, ReductionsMatchCpu) {
   const Tensor long_row = randn({100000}), many = randn({70000, 3});
   expect_matches(sum(long_row.to(kCUDA)), sum(long_row), 1e-6);
   expect_matches(sum(many.to(kCUDA), {1}), sum(many, {1}), 1e-6);
-  // Ties go to the first maximum; NaN wins max and min, and never wins argmax (as on the CPU).
+  // Ties go to the first maximum; NaN wins max, min and argmax (the first NaN), as in PyTorch.
   const Tensor ties = from_vector({1, 3, 3, 2, 0, 0}, {2, 3});
   expect_matches(argmax(ties.to(kCUDA), 1), argmax(ties, 1));
   const Tensor with_nan = from_vector({1.0, std::nan(""), 3.0, 0.0}, {2, 2});
@@ -500,8 +500,8 @@ TEST(Cuda, SplitReductionsMatchCpuAndRepeat) {
     expect_matches(argmax(gflat, 0), argmax(flat, 0));
     expect_matches(argmax(gx, 1), argmax(x, 1));
   }
-  // argmax over chunks: the first of tied maxima, even when the ties sit in different chunks; a
-  // NaN is skipped except at index 0, where it wins (the CPU's scan).
+  // argmax over chunks: the first of tied maxima, even when the ties sit in different chunks; the
+  // first NaN wins, wherever it is (PyTorch's argmax).
   Tensor ties = zeros({200000});
   ties.narrow(0, 150000, 1).fill_(5.0);
   ties.narrow(0, 7, 1).fill_(5.0);
@@ -510,7 +510,9 @@ TEST(Cuda, SplitReductionsMatchCpuAndRepeat) {
   EXPECT_EQ(argmax(ties.to(kCUDA), 0).item(), 7.0);
   Tensor nan_late = ties.clone();
   nan_late.narrow(0, 100, 1).fill_(NAN);
+  nan_late.narrow(0, 160000, 1).fill_(NAN);
   expect_matches(argmax(nan_late.to(kCUDA), 0), argmax(nan_late, 0));
+  EXPECT_EQ(argmax(nan_late.to(kCUDA), 0).item(), 100.0);
   Tensor nan_first = ties.clone();
   nan_first.narrow(0, 0, 1).fill_(NAN);
   expect_matches(argmax(nan_first.to(kCUDA), 0), argmax(nan_first, 0));

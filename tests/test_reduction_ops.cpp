@@ -41,6 +41,14 @@ TEST_F(ReductionOps, Reductions) {
   EXPECT_EQ(argmax(y, 1).dtype(), kInt64);
   expect_near(argmax(y, 1), {1, 0});
   expect_near(argmax(y, 0, true), {1, 0});
+  // A NaN is greater than everything: the first NaN wins, as in PyTorch 2.15 (index 1 for
+  // [1, nan, 3, nan]; per row of [[1, nan], [3, 0]]: 1, 0).
+  const double nan = std::nan("");
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    EXPECT_EQ(argmax(tensor({1, nan, 3, nan}).to(dtype), 0).item(), 1.0) << dtype;
+    expect_near(argmax(tensor({1, nan, 3, 0}).to(dtype).reshape({2, 2}), 1), {1, 0});
+    EXPECT_EQ(argmax(tensor({nan, 5, nan}).to(dtype), 0).item(), 0.0) << dtype;
+  }
   Tensor z = zeros({2, 3, 4});
   EXPECT_EQ(sum(z, {0, 2}).shape(), (Shape{3}));
   expect_near(sum(arange(24).reshape({2, 3, 4}), {0, 2}), {60, 92, 124});

@@ -100,9 +100,13 @@ void argmax_cpu(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const 
     parallel_for(outer * inner, outer * k * inner, [&](int64_t t) {
       const int64_t o = t / inner, i = t % inner;
       const T* base = px + o * k * inner + i;
+      // The first maximum; a NaN is greater than everything, as in PyTorch, so the first NaN
+      // wins (x != x only for a NaN, and never for an integer).
       int64_t best = 0;
-      for (int64_t j = 1; j < k; ++j)
-        if (base[j * inner] > base[best * inner]) best = j;
+      for (int64_t j = 1; j < k && !(base[best * inner] != base[best * inner]); ++j) {
+        const T v = base[j * inner];
+        if (v != v || v > base[best * inner]) best = j;
+      }
       po[t] = best;
     });
   });
