@@ -31,8 +31,9 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
                                                       std::optional<int64_t> padding_idx) {
   EMBER_CHECK(embeddings.defined() && embeddings.dim() == 2 && is_floating(embeddings.dtype()),
               "[Embedding.from_pretrained] embeddings must be a 2-D floating tensor [num_embeddings, embedding_dim], "
-              "got ", embeddings.defined() ? detail::concat(embeddings.dtype(), " of shape ", shape_str(embeddings.shape()))
-                                           : std::string("an undefined tensor"));
+              "got ",
+              embeddings.defined() ? detail::concat(embeddings.dtype(), " of shape ", shape_str(embeddings.shape()))
+                                   : std::string("an undefined tensor"));
   EMBER_CHECK(embeddings.size(0) > 0 && embeddings.size(1) > 0, "[Embedding.from_pretrained] embeddings of shape ",
               shape_str(embeddings.shape()), " have no rows or no columns");
   return std::shared_ptr<Embedding>(new Embedding(embeddings, !freeze, padding_idx));

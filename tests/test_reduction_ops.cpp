@@ -49,6 +49,11 @@ TEST_F(ReductionOps, Reductions) {
     expect_near(argmax(tensor({1, nan, 3, 0}).to(dtype).reshape({2, 2}), 1), {1, 0});
     EXPECT_EQ(argmax(tensor({nan, 5, nan}).to(dtype), 0).item(), 0.0) << dtype;
   }
+  // max's gradient goes to the NaNs that made the maximum NaN, shared, as PyTorch's (it was NaN
+  // everywhere: 0 * (g / 0)).
+  const Tensor a = tensor({1, nan, 3, nan}).requires_grad_();
+  max(a).backward();
+  expect_near(a.grad(), {0, 0.5, 0, 0.5});
   Tensor z = zeros({2, 3, 4});
   EXPECT_EQ(sum(z, {0, 2}).shape(), (Shape{3}));
   expect_near(sum(arange(24).reshape({2, 3, 4}), {0, 2}), {60, 92, 124});

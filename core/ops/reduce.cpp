@@ -120,8 +120,11 @@ struct Reduce : Function<Reduce<Op>> {
     Tensor gk = g.reshape(keepdim_shape(in_shape, dims));
     if constexpr (Op == ReduceOp::Sum) return {gk.expand(in_shape)};
     if constexpr (Op == ReduceOp::Mean) return {(gk / static_cast<double>(count_of(in_shape, dims))).expand(in_shape)};
-    // max/min: split the gradient evenly between the elements equal to the extremum
-    Tensor mask = (c.get(s.input) == c.get(s.extremum)).to(g.dtype());
+    // max/min: split the gradient evenly between the elements equal to the extremum; a NaN
+    // extremum came from the NaNs of its row, which share it (x != x only for a NaN), as PyTorch's
+    const Tensor input = c.get(s.input), extremum = c.get(s.extremum);
+    Tensor mask = (input == extremum).to(g.dtype());
+    if (is_floating(input.dtype())) mask = mask + (input != input).to(g.dtype()) * (extremum != extremum).to(g.dtype());
     Tensor ties = reduce_dims(ReduceOp::Sum, mask, dims, name);
     return {mask * (gk / ties)};
   }
