@@ -107,8 +107,8 @@
 namespace ember::utils {
 
 int64_t TensorInfo::nbytes() const {
-  return defined ? checked_mul(numel_of(shape, "TensorInfo"), static_cast<int64_t>(element_size(dtype)), "TensorInfo", shape)
-                 : 0;
+  if (!defined) return 0;
+  return checked_mul(numel_of(shape, "TensorInfo"), static_cast<int64_t>(element_size(dtype)), "TensorInfo", shape);
 }
 
 bool is_save(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::PreferSave; }
