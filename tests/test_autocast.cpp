@@ -92,10 +92,13 @@ TEST(Autocast, CheckpointRecomputesInTheForwardsDtypes) {
   manual_seed(4);
   const Tensor w1 = randn({16, 8}).requires_grad_(), w2 = randn({8, 16}).requires_grad_();
   const Tensor x = randn({6, 8}), target = randn({6, 8});
-  auto block = [&](const Tensor& in) { return linear(dropout(gelu(linear(in, w1)), 0.3), w2); };
+  // The float32 layer norm after the bfloat16 product mixes dtypes (Note [Mixed-dtype layer norm]).
+  const Tensor ln_w = (randn({8}) * 0.1 + 1.0).requires_grad_(), ln_b = randn({8}).requires_grad_();
+  auto block = [&](const Tensor& in) {
+    return layer_norm(linear(dropout(gelu(linear(in, w1)), 0.3), w2), {8}, ln_w, ln_b);
+  };
   auto gradients = [&](bool checkpointed) {
-    w1.set_grad(Tensor());
-    w2.set_grad(Tensor());
+    for (const Tensor& p : {w1, w2, ln_w, ln_b}) p.set_grad(Tensor());
     manual_seed(8);
     Tensor loss;
     {
@@ -105,7 +108,9 @@ TEST(Autocast, CheckpointRecomputesInTheForwardsDtypes) {
       loss = mse_loss(y, target);
     }
     loss.backward();  // outside the region
-    return std::vector<std::vector<double>>{testutil::values(w1.grad()), testutil::values(w2.grad())};
+    EXPECT_EQ(ln_w.grad().dtype(), kFloat32);
+    return std::vector<std::vector<double>>{testutil::values(w1.grad()), testutil::values(w2.grad()),
+                                            testutil::values(ln_w.grad()), testutil::values(ln_b.grad())};
   };
   const auto plain = gradients(false);
   const auto checkpointed = gradients(true);
