@@ -17,8 +17,14 @@ const char* backend_name(Backend backend) {
   return "?";
 }
 
-void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
+namespace {
+void check_timeout(std::chrono::milliseconds timeout) {
   EMBER_CHECK(timeout.count() > 0, "[ProcessGroup] the timeout must be > 0 ms; got ", timeout.count(), " ms");
+}
+}  // namespace
+
+void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
+  check_timeout(timeout);
   timeout_ = timeout;
 }
 
@@ -61,6 +67,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
               "[init_process_group] this process was not started by a launcher (neither OMPI_COMM_WORLD_RANK/SIZE "
               "nor PMI_RANK/SIZE is set): run it as `mpirun -np <processes> <program> ...`, or set "
               "require_launcher = false to run it as a group of one process");
+  check_timeout(options.timeout);  // before a backend starts: the NCCL group's start waits under it
   std::shared_ptr<ProcessGroup> group;
   switch (options.backend) {
     case Backend::MPI: group = make_mpi_process_group(launch); break;
