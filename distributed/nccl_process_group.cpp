@@ -23,9 +23,9 @@
 // ncclInProgress instead of waiting for the other ranks, and the host polls
 // ncclCommGetAsyncError under the same timeout.
 // After a timeout the group refuses further collectives. Its communicator is aborted
-// (ncclCommAbort, which ends NCCL's kernels) when the group is destroyed, not at the timeout: a
-// collective that timed out may still be queued behind other work on the device, and a kernel
-// that starts after its communicator was freed would read freed memory.
+// (ncclCommAbort, which ends NCCL's kernels) when the group is destroyed rather than at the
+// timeout: a collective still queued behind other work at the timeout may have run by then, and
+// a kernel that starts after its communicator was freed would read freed memory.
 // Memory: ember's caching allocator hands a freed block to the next allocation with no event
 // (its safety rests on the one stream). A tensor the communication stream uses is therefore held
 // until ember's stream has been made to wait for `done`: by the Work (whose destructor waits if
@@ -128,10 +128,10 @@ class Communicator {
   }
 
   ~Communicator() {
-    // A communicator with nothing left on its stream is finalised (bounded like a collective),
-    // then destroyed; one that failed, or whose stream still holds a collective that timed out,
-    // is aborted. Errors are ignored: a destructor must not throw.
-    bool aborting = failed_ || cudaStreamQuery(stream_) != cudaSuccess;
+    // A communicator in good order with nothing left on its stream is finalised (bounded like a
+    // collective), then destroyed; one that failed or timed out, or whose stream still holds
+    // work, is aborted. Errors are ignored: a destructor must not throw.
+    bool aborting = broken() || cudaStreamQuery(stream_) != cudaSuccess;
     (void)cudaGetLastError();  // Note [Clearing the CUDA error state]
     if (!aborting) {
       try {
