@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/convert.h"
 #include "core/kernel_bodies/reduced_float.h"
 
 namespace ember {
@@ -93,9 +94,9 @@ inline FloatInfo finfo(DType t) {
 // magnitude (1e300 overflows float32 and both 16-bit floats); an integer dtype holds the numbers
 // in its range after truncation, and neither NaN nor an infinity.
 inline bool holds_value(DType dtype, double value) {
-  if (is_floating(dtype)) return std::isnan(value) || std::isinf(value) || std::fabs(value) <= finfo(dtype).max;
+  if (is_floating(dtype)) return !std::isfinite(value) || std::fabs(value) <= finfo(dtype).max;
   if (dtype == DType::UInt8) return value > -1.0 && value < 256.0;
-  return value >= -0x1p63 && value < 0x1p63;
+  return fits_in_int64(value);
 }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }

@@ -49,11 +49,7 @@ CollectiveCall CollectiveWatch::begin(const char* name) {
   const CollectiveCall call{name, ++sequence_};
   if (size_ == 1) return call;
   // The announcements sent for earlier collectives that MPI has finished with are dropped.
-  std::erase_if(sending_, [](Announcement& a) {
-    int done = 0;
-    check_mpi(MPI_Test(&a.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    return done != 0;
-  });
+  std::erase_if(sending_, [](Announcement& a) { return mpi_request_finished(a.request)(); });
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     Announcement& a = sending_.emplace_back(Announcement{call.sequence, MPI_REQUEST_NULL});

@@ -62,10 +62,7 @@ class MpiWork final : public Work {
     }
   }
   bool test() override {
-    if (done_) return true;
-    int flag = 0;
-    check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (flag) finish();
+    if (!done_ && mpi_request_finished(request_)()) finish();
     return done_;
   }
   void wait() override {
