@@ -32,13 +32,17 @@ Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);  // no gradient
 // Scalar bounds, either of which may be left out (clamp(x, std::nullopt, 1.0) is clamp_max(x, 1.0));
-// leaving out both is an error, as in PyTorch. The gradient passes where min <= x <= max.
+// leaving out both is an error, as in PyTorch. min > max gives max everywhere and a NaN bound NaN,
+// as in PyTorch. The gradient passes strictly between the bounds: 0 on a bound, as PyTorch 2.15
+// (Note [Clamp's gradient on a bound]). An integer x stays integer when the bounds are integers
+// its dtype holds (clamping ids) and computes in float32 otherwise.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor clamp_min(const Tensor& x, double min);
 Tensor clamp_max(const Tensor& x, double max);
-// Bounds as tensors that broadcast with x; either may be undefined (no bound). Where min > max
-// the result is max, and a NaN anywhere gives NaN. Gradient as PyTorch's: to x where
-// min <= x <= max, to min or max where it is the result (Note [Clamp with tensor bounds]).
+// Bounds as tensors that broadcast with x; either may be undefined (no bound: then clamp is
+// maximum(x, min) or minimum(x, max)). Where min > max the result is max, and a NaN anywhere gives
+// NaN. Gradient as PyTorch 2.15's: to x strictly inside, to min or max where it is the result, and
+// split in halves where x equals a bound (Note [Clamp's gradient on a bound]).
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);

@@ -93,10 +93,11 @@ std::vector<OpRow> make_table() {
   add_row(row("rsqrt", {floating(m, 0.5, 3.0)}, [](const V& x) { return rsqrt(x[0]); }));
   add_row(row("abs", {floating(m)}, [](const V& x) { return abs(x[0]); }));
   add_row(row("sign", {floating(m)}, [](const V& x) { return sign(x[0]); }) | no_gradient | integers_too);
-  add_row(row("clamp", {floating({8})}, [](const V& x) { return clamp(x[0], -1.0, 1.0); }));
-  add_row(variant("clamp", "min only", {floating({8})}, [](const V& x) { return clamp(x[0], -0.5, std::nullopt); }));
-  add_row(row("clamp_min", {floating({8})}, [](const V& x) { return clamp_min(x[0], 0.25); }));
-  add_row(row("clamp_max", {floating({8})}, [](const V& x) { return clamp_max(x[0], -0.25); }));
+  add_row(row("clamp", {floating({8})}, [](const V& x) { return clamp(x[0], -1.0, 1.0); }) | integers_too);
+  add_row(variant("clamp", "min only", {floating({8})}, [](const V& x) { return clamp(x[0], -0.5, std::nullopt); }) |
+          integers_too);
+  add_row(row("clamp_min", {floating({8})}, [](const V& x) { return clamp_min(x[0], 0.25); }) | integers_too);
+  add_row(row("clamp_max", {floating({8})}, [](const V& x) { return clamp_max(x[0], -0.25); }) | integers_too);
   add_row(variant("clamp", "tensor bounds", {floating(m), floating({4}, -2.0, -0.5), floating({3, 1}, 0.5, 2.0)},
                   [](const V& x) { return clamp(x[0], x[1], x[2]); }) |
           integers_too);

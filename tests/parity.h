@@ -42,7 +42,9 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
   double worst_ratio = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double allowed = tol.atol + tol.rtol * std::abs(b[i]);
-    const double diff = std::isnan(a[i]) && std::isnan(b[i]) ? 0.0 : std::abs(a[i] - b[i]);
+    // Equal values match, infinities of one sign included (inf - inf is NaN), and so do two NaNs.
+    const bool same = a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]));
+    const double diff = same ? 0.0 : std::abs(a[i] - b[i]);
     const double ratio = std::isnan(diff) ? INFINITY : diff == 0.0 ? 0.0 : diff / allowed;
     if (ratio > 1.0) ++bad;
     if (worst < 0 || ratio > worst_ratio) {

@@ -97,7 +97,7 @@ TEST_F(ReductionOps, VarErrors) {
   expect_error([] { var(zeros({3}, kInt64), {0}); }, "[var] expects a floating point tensor");
   expect_error([] { var(zeros({3}), {0}, -1); }, "[var] correction must be >= 0, got -1");
   expect_error([] { var(zeros({3}), {1}); }, "[var] dim 1 is out of range");
-  expect_error([] { stddev(zeros({3, 2}), {0, 0}); }, "[var] dim [0, 0] names a dim more than once");
+  expect_error([] { stddev(zeros({3, 2}), {0, 0}); }, "[stddev] dim [0, 0] names a dim more than once");
 }
 
 TEST_F(ReductionOps, VarStdParity) {

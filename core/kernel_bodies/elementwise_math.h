@@ -30,8 +30,8 @@ enum class UnaryOp {
   Silu,        // x * sigmoid(x)
   GeluTanh,    // gelu's tanh approximation: x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
   PowScalar,   // x ^ a
-  Clamp,       // min(max(x, a), b)
-  InRange,     // 1 where a <= x <= b else 0 (clamp's gradient mask)
+  Clamp,       // min(max(x, a), b): b where a > b, NaN where x, a or b is NaN
+  InRange,     // 1 where a < x < b else 0 (clamp's gradient mask: 0 on a bound, as PyTorch 2.15)
   LeakyRelu,   // x > 0 ? x : a * x
   AffineScalar, // a * x + b (scalar add/mul/sub/div without a 0-d tensor)
   Count         // not an op: how many there are (the tests walk them all)
@@ -99,8 +99,10 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Silu) return v / (C(1) + Fns::exp(-v));
     else if constexpr (kOp == UnaryOp::GeluTanh) return C(0.5) * v * (C(1) + Fns::tanh(gelu_tanh_argument(v)));
     else if constexpr (kOp == UnaryOp::PowScalar) return Fns::pow(v, a);
-    else if constexpr (kOp == UnaryOp::Clamp) return v < a ? a : (v > b ? b : v);
-    else if constexpr (kOp == UnaryOp::InRange) return C(v >= a && v <= b);
+    else if constexpr (kOp == UnaryOp::Clamp) {
+      const C raised = v < a || a != a ? a : v;  // a != a: a NaN bound, which gives NaN as in PyTorch
+      return raised > b || b != b ? b : raised;
+    } else if constexpr (kOp == UnaryOp::InRange) return C(v > a && v < b);
     else if constexpr (kOp == UnaryOp::LeakyRelu) return v > 0 ? v : a * v;
     else if constexpr (kOp == UnaryOp::AffineScalar) return a * v + b;
     else static_assert(kOp != kOp, "UnaryOp without a row in the math table");

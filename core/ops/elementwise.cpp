@@ -115,6 +115,18 @@ struct Div : Function<Div> {
   }
 };
 
+// Masks (uint8, 1 where true) combined and made, for the backwards that pick a gradient per element.
+Tensor is_nan(const Tensor& t) { return ne(t, t); }
+Tensor both(const Tensor& mask_a, const Tensor& mask_b) { return mul(mask_a, mask_b); }
+Tensor either(const Tensor& mask_a, const Tensor& mask_b) { return maximum(mask_a, mask_b); }
+
+// Note [Pow at zero]
+// The textbook slopes of a^b are b a^(b-1) in a and a^b log(a) in b, and at a = 0 they meet 0 * inf:
+// 0^0 has slope 0 * 0^-1 in a, and 0^2 has slope 0 * log(0) in b. Both are NaN as written, while
+// a^0 is the constant 1 (slope 0 in a for every a) and 0^b is the constant 0 for b > 0 (slope 0 in
+// b). PyTorch gives those zeros, and so does ember: the a-slope is 0 where b == 0 (pow(x, 0.0)
+// too), the b-slope 0 where a == 0 and b >= 0. Elsewhere at 0 the infinities are real ones
+// (0^-1 is a pole) and stay.
 struct Pow : Function<Pow> {
   static constexpr const char* name = "pow";
   struct State : SavedOperands {
@@ -127,8 +139,11 @@ struct Pow : Function<Pow> {
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor a = c.get(s.a_value), b = c.get(s.b_value);
-    return {c.needs_input_grad(0) ? reduce_grad(g * b * pow(a, b - 1.0), s.a) : Tensor(),
-            c.needs_input_grad(1) ? reduce_grad(g * c.get(s.y) * log(a), s.b) : Tensor()};
+    const Tensor zero = ops::wrap_scalar(0.0, g);
+    Tensor ga, gb;
+    if (c.needs_input_grad(0)) ga = reduce_grad(where(b == 0.0, zero, g * b * pow(a, b - 1.0)), s.a);
+    if (c.needs_input_grad(1)) gb = reduce_grad(where(both(a == 0.0, b >= 0.0), zero, g * c.get(s.y) * log(a)), s.b);
+    return {ga, gb};
   }
 };
 
@@ -287,70 +302,71 @@ struct PowScalar : UnaryFunctionWithParams<PowScalar, UnaryOp::PowScalar> {
   struct State : SavedOperand {
     double exponent;
   };
-  static Tensor derivative(const Tensor& x, const State& s) { return s.exponent * pow(x, s.exponent - 1.0); }
+  // x^0 is 1 everywhere, 0^-1 included: its slope is 0, not 0 * inf (Note [Pow at zero]).
+  static Tensor derivative(const Tensor& x, const State& s) {
+    return s.exponent == 0.0 ? zeros_like(x) : s.exponent * pow(x, s.exponent - 1.0);
+  }
 };
 struct Clamp : UnaryFunctionWithParams<Clamp, UnaryOp::Clamp> {
   static constexpr const char* name = "clamp";
   struct State : SavedOperand {
     double min, max;
   };
+  // 1 strictly between the bounds as x's dtype holds them: a bfloat16 x equal to bfloat16(0.7)
+  // is on the bound max = 0.7 (Note [Clamp's gradient on a bound]).
   static Tensor derivative(const Tensor& x, const State& s) {
-    return ops::unary_kernel(UnaryOp::InRange, x, s.min, s.max);
+    return ops::unary_kernel(UnaryOp::InRange, x, ops::stored_value(x.dtype(), s.min),
+                             ops::stored_value(x.dtype(), s.max));
   }
 };
 
-// Note [Clamp with tensor bounds]
-// y = min(max(x, lo), hi) element by element, lo and hi broadcasting with x (either may be
-// missing), so hi wins where lo > hi; a NaN in x, lo or hi gives NaN, as in PyTorch. The gradient
-// follows PyTorch's choice of who owns each element: x where lo <= x <= hi (ties go to x), lo
-// where x < lo and lo < hi, hi where x > hi or hi < lo. Where lo == hi and x lies outside,
-// nobody gets it, which is PyTorch 1.13's behaviour too (the fixtures check it).
-Tensor is_nan(const Tensor& t) { return ne(t, t); }
-Tensor both(const Tensor& mask_a, const Tensor& mask_b) { return mul(mask_a, mask_b); }
-Tensor either(const Tensor& mask_a, const Tensor& mask_b) { return maximum(mask_a, mask_b); }
+// Note [Clamp's gradient on a bound]
+// clamp is flat outside its bounds and the identity between them, so on a bound it has no
+// derivative and the framework picks a subgradient. PyTorch 2.15 picks the one of least norm,
+// where 1.13 let the gradient through to x on a bound; ember follows 2.15:
+// - scalar bounds (clamp, clamp_min, clamp_max): x gets the gradient only strictly between them,
+//   0 on a bound as relu gives 0 at 0. The bounds are compared as x's dtype holds them: bfloat16
+//   rounds 0.7 to 0.69921875, so a bfloat16 x of 0.69921875 is on the bound max = 0.7. A NaN x
+//   gets 0.
+// - one tensor bound: clamp(x, lo) is maximum(x, lo) and clamp(x, max = hi) minimum(x, hi), and
+//   they are computed as such: the winner gets the gradient, a tie splits it in halves, and where
+//   either is NaN both get all of it.
+// - both tensor bounds (ClampTensors): y = min(max(x, lo), hi), so hi wins where lo > hi and a NaN
+//   in x, lo or hi gives NaN. Where lo < hi: x gets the gradient strictly between, lo below, hi
+//   above, and an x on a bound splits it in halves with that bound. Where lo == hi: below and
+//   above as before, and an x equal to both keeps it all (halving it three ways would not be a
+//   subgradient of least norm). Where lo > hi: all to hi. A comparison with a NaN is false, which
+//   decides the rest: a NaN x gets it all, a NaN bound gets nothing.
+// tests/fixtures/make_everyday_fixtures.py's case_clamp_ties checks every tie against PyTorch 2.15.
 
 struct ClampTensors : Function<ClampTensors> {
   static constexpr const char* name = "clamp";
   struct State {
     Operand x, min, max;
-    autograd::SavedRef x_value;
-    std::optional<autograd::SavedRef> min_value, max_value;  // when the bound is given
+    autograd::SavedRef x_value, min_value, max_value;
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Tensor& min, const Tensor& max) {
-    s.x = {x.shape(), x.dtype()};
-    s.x_value = c.save(x);
-    Tensor y = x;
-    if (min.defined()) {
-      s.min = {min.shape(), min.dtype()};
-      s.min_value = c.save(min);
-      y = where(either(lt(y, min), is_nan(min)), min, y);
-    }
-    if (max.defined()) {
-      s.max = {max.shape(), max.dtype()};
-      s.max_value = c.save(max);
-      y = where(either(gt(y, max), is_nan(max)), max, y);
-    }
-    return y;
+    s = {{x.shape(), x.dtype()}, {min.shape(), min.dtype()}, {max.shape(), max.dtype()},
+         c.save(x), c.save(min), c.save(max)};
+    const Tensor raised = where(either(lt(x, min), is_nan(min)), min, x);
+    return where(either(gt(raised, max), is_nan(max)), max, raised);
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     const Tensor x = c.get(s.x_value), lo = c.get(s.min_value), hi = c.get(s.max_value);
-    const bool has_min = s.min_value.has_value(), has_max = s.max_value.has_value();
-    const Tensor zero = ops::wrap_scalar(0.0, g);
-    auto routed = [&](const Tensor& mask, const Operand& to) { return reduce_grad(where(mask, g, zero), to); };
+    const Tensor one = ops::wrap_scalar(1.0, g), half = ops::wrap_scalar(0.5, g), zero = ops::wrap_scalar(0.0, g);
+    const Tensor below = lt(x, lo), above = gt(x, hi), ordered = lt(lo, hi), not_crossed = le(lo, hi);
+    // The share of the gradient each operand gets: g where `whole`, g / 2 where `halved`.
+    auto share = [&](const Tensor& whole, const Tensor& halved, const Operand& to) {
+      return reduce_grad(g * where(whole, one, where(halved, half, zero)), to);
+    };
     Tensor gx, glo, ghi;
     if (c.needs_input_grad(0)) {
-      Tensor inside = has_min ? ge(x, lo) : le(x, hi);
-      if (has_min && has_max) inside = both(inside, le(x, hi));
-      gx = routed(inside, s.x);
+      const Tensor on_bound = both(either(eq(x, lo), eq(x, hi)), ordered);
+      gx = reduce_grad(g * where(either(below, above), zero, where(on_bound, half, one)), s.x);
     }
-    if (has_min && c.needs_input_grad(1)) {
-      Tensor below = lt(x, lo);
-      glo = routed(has_max ? both(below, lt(lo, hi)) : below, s.min);
-    }
-    if (has_max && c.needs_input_grad(2)) {
-      Tensor above = gt(x, hi);
-      ghi = routed(has_min ? either(above, lt(hi, lo)) : above, s.max);
-    }
+    if (c.needs_input_grad(1)) glo = share(both(below, not_crossed), both(eq(x, lo), ordered), s.min);
+    if (c.needs_input_grad(2))
+      ghi = share(either(lt(hi, lo), both(above, not_crossed)), both(eq(x, hi), ordered), s.max);
     return {gx, glo, ghi};
   }
 };
@@ -435,22 +451,28 @@ Tensor rsqrt(const Tensor& x) {
 Tensor abs(const Tensor& x) { return Abs::apply(x); }
 Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
 // A missing bound is an infinite one: the kernel's comparisons and InRange's gradient mask treat
-// -inf and inf as no bound at all, so the one-sided forms need no kernels of their own.
+// -inf and inf as no bound at all, so the one-sided forms need no kernels of their own. An
+// integer x keeps its dtype when the bounds are integers it holds (clamping ids to a table's
+// rows), and computes in float32 otherwise, as `int_tensor * 2.5` does.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   ops::check_defined(x, "clamp");
   EMBER_CHECK(min || max, "[clamp] needs a min or a max, both are missing (input shape ", shape_str(x.shape()), ")");
-  const double lo = min.value_or(-kInf), hi = max.value_or(kInf);
-  EMBER_CHECK(lo <= hi, "[clamp] min (", lo, ") must not exceed max (", hi, ")");
-  return Clamp::apply(x, lo, hi);
+  if (!is_floating(x.dtype())) {
+    auto held = [&](std::optional<double> bound) {
+      return !bound || (*bound == std::floor(*bound) && holds_value(x.dtype(), *bound));
+    };
+    if (!held(min) || !held(max)) return clamp(x.to(kFloat32), min, max);
+    auto as_tensor = [&](std::optional<double> bound) { return bound ? ops::wrap_scalar(*bound, x) : Tensor(); };
+    return clamp(x, as_tensor(min), as_tensor(max));
+  }
+  return Clamp::apply(x, min.value_or(-kInf), max.value_or(kInf));
 }
 Tensor clamp_min(const Tensor& x, double min) {
   ops::check_defined(x, "clamp_min");
-  ops::check_floating(x, "clamp_min");
   return clamp(x, min, std::nullopt);
 }
 Tensor clamp_max(const Tensor& x, double max) {
   ops::check_defined(x, "clamp_max");
-  ops::check_floating(x, "clamp_max");
   return clamp(x, std::nullopt, max);
 }
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
@@ -463,6 +485,8 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
     ops::check_same_device(x, *bound, "clamp");
     shape = broadcast_shapes(shape, bound->shape(), "clamp");
   }
+  if (!max.defined()) return maximum(x, min);  // Note [Clamp's gradient on a bound]
+  if (!min.defined()) return minimum(x, max);
   return ClampTensors::apply(x, min, max);
 }
 Tensor relu(const Tensor& x) { return Relu::apply(x); }

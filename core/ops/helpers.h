@@ -101,4 +101,12 @@ inline Tensor wrap_scalar(double value, const Tensor& x) {
   return scalar_tensor(value, TensorOptions(x.dtype()).with_device(x.device()));
 }
 
+// The value wrap_scalar(value, x) holds: a 16-bit float rounds it (through float32, as PyTorch's
+// conversion), an integer converts it by Note [Float to integer conversion]. For kernels that take
+// the number itself and compare in a wider type (clamp's gradient mask computes a bfloat16 x in
+// float32, yet PyTorch compares it with the bound rounded to bfloat16).
+inline double stored_value(DType dtype, double value) {
+  return dispatch_any(dtype, [value]<class T>() { return convert<double>(convert<T>(value)); });
+}
+
 }  // namespace ember::ops

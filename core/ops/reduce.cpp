@@ -1,6 +1,7 @@
 // Reductions (sum, mean, max, min, argmax, var, stddev) and softmax/log_softmax.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/autocast.h"
 #include "core/autograd/engine.h"
@@ -134,27 +135,40 @@ struct Reduce : Function<Reduce<Op>> {
 // Saves x and its mean (small: the keepdim shape), not the centred copy of x; the backward is
 // 2 (x - mean) / divisor times the gradient (the mean's own dependence on x cancels because the
 // centred values sum to zero).
-struct Var : Function<Var> {
-  static constexpr const char* name = "var";
+// With Sqrt it is the standard deviation s = sqrt(var), whose gradient g / (2 s) passes through
+// var's. Where s = 0 (every element the same) that is 0 / 0, and PyTorch gives 0, the gradient of
+// least norm at sqrt's kink; so does ember, rather than NaN for a constant row.
+template <bool Sqrt>
+struct Var : Function<Var<Sqrt>> {
+  static constexpr const char* name = Sqrt ? "stddev" : "var";
   struct State {
     Shape input_shape;
     Shape dims;  // the reduced dims, sorted and non-negative
     double divisor;
     autograd::SavedRef input, mean;  // mean: in the keepdim shape
+    std::optional<autograd::SavedRef> result;  // the standard deviation (Sqrt), in the keepdim shape
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
     Shape norm = normalize_dims(dims, x.dim(), name);
     const auto count = static_cast<double>(count_of(x.shape(), norm));
-    s = {x.shape(), norm, std::max(count - static_cast<double>(correction), 0.0), {}, {}};
+    s = {x.shape(), norm, std::max(count - static_cast<double>(correction), 0.0), {}, {}, {}};
     Tensor mu = reduce_dims(ReduceOp::Mean, x, norm, name);
     Tensor centred = x - mu;
     Tensor v = reduce_dims(ReduceOp::Sum, centred * centred, norm, name) / s.divisor;
     s.input = c.save(x);
     s.mean = c.save(mu);
+    if constexpr (Sqrt) {
+      v = sqrt(v);
+      s.result = c.save(v);
+    }
     return keepdim ? v : v.view(squeezed_shape(x.shape(), norm));
   }
   static Grads backward(Ctx& c, const State& s, const Tensor& g) {
     Tensor gk = g.reshape(keepdim_shape(s.input_shape, s.dims));
+    if constexpr (Sqrt) {
+      const Tensor result = c.get(*s.result);
+      gk = where(result == 0.0, ops::wrap_scalar(0.0, gk), gk / (2.0 * result));
+    }
     return {gk * (c.get(s.input) - c.get(s.mean)) * (2.0 / s.divisor)};
   }
 };
@@ -204,8 +218,8 @@ Tensor min(const Tensor& x, const Shape& dims, bool keepdim) { return Reduce<Red
 Tensor min(const Tensor& x) { return min(x, {}, false); }
 
 namespace {
-// var's tensor and correction, checked under the name of the op the caller called (stddev is
-// sqrt of var); the dims are checked by Var itself.
+// var's and stddev's tensor and correction, checked under the name of the op the caller called;
+// the dims are checked by Var itself, under the same name.
 void check_var_arguments(const Tensor& x, int64_t correction, const char* op) {
   ops::check_defined(x, op);
   ops::check_floating(x, op);
@@ -218,12 +232,12 @@ void check_var_arguments(const Tensor& x, int64_t correction, const char* op) {
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   check_var_arguments(x, correction, "var");
   if (is_sixteen_bit(x.dtype())) return var(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
-  return Var::apply(x, dims, correction, keepdim);
+  return Var<false>::apply(x, dims, correction, keepdim);
 }
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   check_var_arguments(x, correction, "stddev");
   if (is_sixteen_bit(x.dtype())) return stddev(x.to(kFloat32), dims, correction, keepdim).to(x.dtype());
-  return sqrt(Var::apply(x, dims, correction, keepdim));
+  return Var<true>::apply(x, dims, correction, keepdim);
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
