@@ -30,7 +30,7 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);  // no gradient
+Tensor sign(const Tensor& x);  // gradient 0, as PyTorch's
 // Scalar bounds, either of which may be left out (clamp(x, std::nullopt, 1.0) is clamp_max(x, 1.0));
 // leaving out both is an error, as in PyTorch. min > max gives max everywhere and a NaN bound NaN,
 // as in PyTorch. The gradient passes strictly between the bounds: 0 on a bound, as PyTorch 2.15

@@ -91,6 +91,16 @@ TEST_F(ElementwiseOps, UnaryForward) {
 
 // The float32 activation backwards (one pass each, Note [Activation backwards in one pass]) against
 // g * f'(x) computed in double, over a sweep that reaches the tails and the special values.
+// sign stays in the graph with a zero gradient, as PyTorch's: a loss through it alone backs up.
+TEST_F(ElementwiseOps, SignHasAZeroGradient) {
+  const Tensor x = tensor({-2, 0, 3}).requires_grad_();
+  const Tensor y = sign(x);
+  EXPECT_TRUE(y.requires_grad());
+  sum(y * 5.0).backward();
+  expect_near(x.grad(), {0, 0, 0});
+  EXPECT_FALSE(sign(from_vector(std::vector<int64_t>{-4, 2}, {2}, kInt64)).requires_grad());
+}
+
 TEST_F(ElementwiseOps, ActivationBackwardsMatchTheDerivativeInDouble) {
   const double pi = std::acos(-1.0);
   auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };

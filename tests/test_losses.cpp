@@ -155,6 +155,21 @@ TEST(Losses, SlopesAtAndAroundZero) {
   expect_near(x.grad(), {0.0, 0.2, -0.5}, 1e-6);
 }
 
+// Past the threshold the slope is sign(d) (times delta) out to infinity, as PyTorch 2.15 gives;
+// the quadratic branch, not taken there, must not add 0 * inf (Note [Smooth L1 and Huber]). The
+// target's slope of binary_cross_entropy is log(1 - x) - log(x) unclamped, +-inf at 0 and 1.
+TEST(Losses, SlopesAtInfinity) {
+  Tensor x = tensor({INFINITY, -INFINITY, 0.5}).requires_grad_();
+  sum(smooth_l1_loss(x, zeros({3}), Reduction::None, 1.0)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1.0, -1.0, 0.5}));
+  x.set_grad(Tensor());
+  sum(huber_loss(x, zeros({3}), Reduction::None, 2.0)).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{2.0, -2.0, 0.5}));
+  const Tensor t = tensor({0.0, 1.0, 1.0}).requires_grad_();
+  sum(binary_cross_entropy(tensor({0.0, 1.0, 0.5}), t, Reduction::None)).backward();
+  EXPECT_EQ(values(t.grad()), (std::vector<double>{INFINITY, -INFINITY, 0.0}));
+}
+
 TEST(Losses, NLLLossOfLogSoftmaxIsCrossEntropy) {
   const Tensor logits = randn({5, 4}), target = ids({0, 3, 3, 1, 2}, {5});
   EXPECT_NEAR(nll_loss(log_softmax(logits, 1), target).item(), cross_entropy(logits, target).item(), 1e-6);

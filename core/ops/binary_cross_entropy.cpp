@@ -26,7 +26,8 @@ Tensor clamped_log(const Tensor& x) { return clamp_min(log(x), kLogFloor); }
 // -100, so a confidently wrong prediction costs 100 instead of inf. The derivative of the
 // clamped form would be 0 there (and NaN from 0 * inf through log's backward), so the backward
 // is the unclamped derivative with its denominator kept away from zero, as PyTorch's:
-//   d/dx = (x - t) / max(x (1 - x), 1e-12)        d/dt = log(1 - x) - log(x)  (clamped logs)
+//   d/dx = (x - t) / max(x (1 - x), 1e-12)        d/dt = log(1 - x) - log(x)
+// and the target's slope is unclamped too, as PyTorch's: +-inf at x = 0 or 1.
 struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
   static constexpr const char* name = "binary_cross_entropy";
   struct State {
@@ -40,7 +41,7 @@ struct BinaryCrossEntropy : Function<BinaryCrossEntropy> {
     const Tensor x = c.get(s.input), t = c.get(s.target);
     Tensor gx, gt;
     if (c.needs_input_grad(0)) gx = g * (x - t) / clamp_min(x * (1.0 - x), 1e-12);
-    if (c.needs_input_grad(1)) gt = g * (clamped_log(1.0 - x) - clamped_log(x));
+    if (c.needs_input_grad(1)) gt = g * (log(1.0 - x) - log(x));
     return {gx, gt};
   }
 };

@@ -397,6 +397,14 @@ struct Where : Function<Where> {
   }
 };
 
+// sign is flat wherever it has a slope, so its gradient is 0 (PyTorch's too): the output stays in
+// the graph, and a loss that reaches x only through sign gets a zero gradient, not an error.
+struct Sign : Function<Sign> {
+  static constexpr const char* name = "sign";
+  static Tensor forward(Ctx&, const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
+  static Grads backward(Ctx&, const Tensor& g) { return {zeros_like(g)}; }
+};
+
 struct Neg : Function<Neg> {
   static constexpr const char* name = "neg";
   static Tensor forward(Ctx&, const Tensor& x) { return ops::unary_kernel(UnaryOp::Neg, x); }
@@ -449,7 +457,7 @@ Tensor rsqrt(const Tensor& x) {
   return Rsqrt::apply(x);
 }
 Tensor abs(const Tensor& x) { return Abs::apply(x); }
-Tensor sign(const Tensor& x) { return ops::unary_kernel(UnaryOp::Sign, x); }
+Tensor sign(const Tensor& x) { return Sign::apply(x); }
 // A missing bound is an infinite one: the kernel's comparisons and InRange's gradient mask treat
 // -inf and inf as no bound at all, so the one-sided forms need no kernels of their own. An
 // integer x keeps its dtype when the bounds are integers it holds (clamping ids to a table's

@@ -16,12 +16,15 @@ namespace {
 // continuous at the threshold; they differ only by a factor. where() picks the branch, and sends
 // each element's gradient only into the branch it took, so the slope is d / beta inside and
 // sign(d) (times delta) outside, as PyTorch. The outer branch is also taken at |d| = threshold,
-// where both give the same value and slope.
+// where both give the same value and slope. The quadratic branch squares d clamped to the
+// threshold, which changes nothing where it is taken; where it is not, an infinite d would give
+// that branch the slope 0 * inf = NaN, and where() would add it to the other's.
 Tensor quadratic_then_linear(const Tensor& input, const Tensor& target, double threshold, double quadratic_scale,
                              double linear_scale) {
   const Tensor d = input - target;
   const Tensor magnitude = abs(d);
-  const Tensor quadratic = d * d * quadratic_scale;
+  const Tensor inside = clamp(d, -threshold, threshold);
+  const Tensor quadratic = inside * inside * quadratic_scale;
   const Tensor linear = (magnitude - 0.5 * threshold) * linear_scale;
   return where(magnitude < threshold, quadratic, linear);
 }
