@@ -78,7 +78,8 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : 
   if (options_.resize_)
     EMBER_CHECK((*options_.resize_)[0] > 0 && (*options_.resize_)[1] > 0, "[ImageFolder] resize to [",
                 (*options_.resize_)[0], ", ", (*options_.resize_)[1], "] is not a positive size");
-  EMBER_CHECK(fs::is_directory(root), "[ImageFolder] ", root, ": no such directory");
+  EMBER_CHECK(fs::is_directory(root), "[ImageFolder] ", root,
+              fs::exists(root) ? ": not a directory (the root holds one folder per class)" : ": no such directory");
 
   // Without a resize every image must match the first one: stacking a batch needs one shape.
   std::string first_file;

@@ -422,6 +422,8 @@ TEST_F(DataFiles, ImageFolderBilinearResize) {
 
 TEST_F(DataFiles, ImageFolderErrors) {
   expect_error([&] { ImageFolder(path("none")); }, {"[ImageFolder]", path("none"), "no such directory"});
+  write_raw("a_file.png", "x");
+  expect_error([&] { ImageFolder(path("a_file.png")); }, {path("a_file.png"), "not a directory"});
   fs::create_directories(path("empty"));
   expect_error([&] { ImageFolder(path("empty")); }, {path("empty"), "has no class sub-folders"});
   write_raw("no_images/c/readme.txt", "x");
