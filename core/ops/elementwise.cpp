@@ -415,11 +415,14 @@ struct Neg : Function<Neg> {
 // so an integral tensor computes in float32 (int_tensor * 2.0 is float32), as PyTorch.
 Tensor as_floating(const Tensor& x) { return is_floating(x.dtype()) ? x : x.to(kFloat32); }
 
+// Whether an integer dtype holds the number s exactly: not a fraction, NaN or past its range.
+bool integer_dtype_holds(DType dtype, double s) { return s == std::floor(s) && holds_value(dtype, s); }
+
 // Comparison with a Python number: in x's dtype unless the number is one x cannot hold (a
 // fraction, NaN, or past x's range: an int64 tensor < 1e30 is true everywhere, and a uint8 one
 // > -1 too, as with a Python float in PyTorch; a wrapped -1 would be 255).
 Tensor compare_scalar(BinaryOp op, const Tensor& x, double s, const char* name) {
-  Tensor xs = !is_floating(x.dtype()) && (s != std::floor(s) || !holds_value(x.dtype(), s)) ? x.to(kFloat64) : x;
+  Tensor xs = !is_floating(x.dtype()) && !integer_dtype_holds(x.dtype(), s) ? x.to(kFloat64) : x;
   return ops::binary_kernel(op, xs, ops::wrap_scalar(s, xs), name);
 }
 
@@ -466,9 +469,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   ops::check_defined(x, "clamp");
   EMBER_CHECK(min || max, "[clamp] needs a min or a max, both are missing (input shape ", shape_str(x.shape()), ")");
   if (!is_floating(x.dtype())) {
-    auto held = [&](std::optional<double> bound) {
-      return !bound || (*bound == std::floor(*bound) && holds_value(x.dtype(), *bound));
-    };
+    auto held = [&](std::optional<double> bound) { return !bound || integer_dtype_holds(x.dtype(), *bound); };
     if (!held(min) || !held(max)) return clamp(x.to(kFloat32), min, max);
     auto as_tensor = [&](std::optional<double> bound) { return bound ? ops::wrap_scalar(*bound, x) : Tensor(); };
     return clamp(x, as_tensor(min), as_tensor(max));
