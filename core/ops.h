@@ -18,6 +18,8 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// a^b. Where the textbook slope is 0 * inf on a constant (x^0, 0^b for b >= 0) the gradient is 0,
+// as PyTorch's (Note [Pow at zero]).
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& x, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
@@ -108,7 +110,8 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, no
 // Variance over dims: sum((x - mean)^2) / (N - correction), N the number of reduced elements;
 // correction = 1 is the unbiased estimator (PyTorch's default). N <= correction divides by zero
 // (inf or NaN), as PyTorch. stddev is sqrt(var): PyTorch's std, renamed because a function
-// called std would make every unqualified std(...) ambiguous under `using namespace ember`.
+// called std would make every unqualified std(...) ambiguous under `using namespace ember`; its
+// gradient is 0 where it is 0 (all elements equal), as PyTorch's.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor stddev(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
