@@ -1,5 +1,7 @@
 // CUDA kernels that set and move memory: fill, copy (any strides, any dtype pair) and transfer
 // (host <-> device, device <-> device).
+#include <type_traits>
+
 #include "core/kernels.h"
 #include "cuda/host_staging.h"
 #include "cuda/loops.cuh"
@@ -29,7 +31,12 @@ struct CopyBody {
   D* dst;
   __device__ void operator()(int64_t i) const {
     const Offsets<2> o = index(i);
-    dst[o.at[0]] = convert<D>(src[o.at[1]]);
+    // Within one dtype the bits move as they are, as the CPU's copy_bits: a 16-bit NaN widened to
+    // float32 and narrowed back would come out with another payload (Note [Sixteen-bit floats]).
+    if constexpr (std::is_same_v<S, D>)
+      dst[o.at[0]] = src[o.at[1]];
+    else
+      dst[o.at[0]] = convert<D>(src[o.at[1]]);
   }
 };
 

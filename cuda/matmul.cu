@@ -37,7 +37,10 @@ int to_int(int64_t v, const char* what) {
 // the products in float32, and each output rounds to its dtype once, as the staged path (convert,
 // sgemm, round: Note [Sixteen-bit floats through float32]) does, without its float32 copies of
 // the operands. Accumulating in 16 bits would lose the small terms of a long sum (docs/internals.md,
-// chapter 10).
+// chapter 10). One exception is left as cuBLAS's default, which PyTorch's default also allows
+// (its allow_bf16/fp16_reduced_precision_reduction): where cuBLAS splits a long k into parts
+// (split-K), it may add the parts' float32 sums in the 16-bit output type, rounding more than
+// once; CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION would forbid it.
 template <class T>
 constexpr cudaDataType_t kSixteenBitType = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_16F;
 

@@ -342,6 +342,12 @@ double elementwise_tolerance(DType dtype) {
   return dtype == kFloat32 ? 1e-5 : dtype == kFloat64 ? 1e-12 : is_sixteen_bit(dtype) ? finfo(dtype).eps : 0.0;
 }
 
+// A copy within one dtype moves bits on the GPU as on the CPU (cuda/copy.cu).
+TEST(Cuda, SixteenBitCopiesWithinADtypeKeepEveryPattern) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  testutil::expect_sixteen_bit_copies_keep_every_pattern(kCUDA);
+}
+
 TEST(Cuda, EveryBinaryOp) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   using kernels::BinaryOp;

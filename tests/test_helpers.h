@@ -177,4 +177,24 @@ inline std::vector<GemmBackend> gemm_backends() {
   return {GemmBackend::OpenBLAS};
 }
 
+// A copy within one dtype moves bits (core/cpu/elementwise.cpp's copy_bits, cuda/copy.cu): every
+// 16-bit pattern, NaN payloads included, survives clone() and a transposed contiguous() on
+// `device` unchanged, where widening and narrowing would rewrite the NaNs.
+inline void expect_sixteen_bit_copies_keep_every_pattern(Device device) {
+  for (DType d : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(dtype_name(d));
+    const Tensor patterns = empty({256, 256}, d);
+    auto* bits = static_cast<uint16_t*>(patterns.raw_data());
+    for (uint32_t p = 0; p < 65536; ++p) bits[p] = static_cast<uint16_t>(p);
+    const Tensor there = patterns.to(device);
+    const Tensor cloned = there.clone().cpu(), transposed = there.t().contiguous().cpu();
+    const auto* c = static_cast<const uint16_t*>(cloned.raw_data());
+    const auto* t = static_cast<const uint16_t*>(transposed.raw_data());
+    for (uint32_t p = 0; p < 65536; ++p) {
+      ASSERT_EQ(c[p], p) << std::hex << p;
+      ASSERT_EQ(t[(p % 256) * 256 + p / 256], p) << std::hex << p;
+    }
+  }
+}
+
 }  // namespace ember::testutil
