@@ -1,5 +1,6 @@
 #include "distributed/collective_watch.h"
 
+#include <mutex>
 #include <utility>
 
 #include "core/check.h"
@@ -27,6 +28,19 @@ struct TerminationReportScope {
   TerminationReportScope(const TerminationReportScope&) = delete;
   TerminationReportScope& operator=(const TerminationReportScope&) = delete;
 };
+
+// Buffers of timed-out collectives, kept for the rest of the process rather than with their
+// group: the backend may still write them after the group is gone (an MPI request cannot be
+// cancelled, and an aborted NCCL collective may still be queued on its stream), and a block given
+// back to the caching allocator would be written under the tensor it goes to next. Never freed:
+// the process ends with MPI_Abort anyway, and freeing a CUDA tensor after the runtime has shut
+// down would fail.
+void keep_until_exit(const std::vector<Tensor>& buffers) {
+  static std::mutex mutex;
+  static auto* const kept = new std::vector<Tensor>();  // leaked on purpose (see above)
+  const std::lock_guard<std::mutex> lock(mutex);
+  kept->insert(kept->end(), buffers.begin(), buffers.end());
+}
 
 }  // namespace
 
@@ -131,7 +145,7 @@ void CollectiveWatch::abandon(const CollectiveCall& call, std::chrono::milliseco
                     : detail::concat(ranks.size() == 1 ? "rank " : "ranks ", who,
                                      " did not arrive (stopped, crashed, or ran fewer steps or other collectives)"),
       "; ", ending_);
-  abandoned_.insert(abandoned_.end(), buffers.begin(), buffers.end());
+  keep_until_exit(buffers);
   abort_mpi_at_exit();
 }
 

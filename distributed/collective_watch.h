@@ -22,7 +22,8 @@
 // thousands of ranks would want a tree instead. A group of one sends nothing and needs no MPI.
 // A timed-out collective is abandoned, not cancelled (MPI cannot cancel a collective request;
 // NCCL can only abort the whole communicator, which its backend then does): its buffers are
-// kept alive, the watch refuses every later collective, and the process ends with MPI_Abort
+// kept alive until the process ends, past their group's end, the watch refuses every later
+// collective, and the process ends with MPI_Abort
 // instead of MPI_Finalize (mpi_runtime.h), which would wait for the stopped rank.
 // While a rank waits, what it waits for and for whom is kept ready for a signal handler, so a
 // rank that mpirun terminates because a peer died says which rank it was waiting for.
@@ -93,7 +94,6 @@ class CollectiveWatch {
   };
   std::list<Announcement> sending_;  // a list: MPI holds the address of each one's sequence
   std::string broken_;
-  std::vector<Tensor> abandoned_;  // buffers of timed-out collectives a backend may still write
 };
 
 // A poll for collective_watch's wait: MPI_Test on `request`.

@@ -62,9 +62,13 @@ class StreamStall {
   std::atomic<bool> released_{false};
 };
 
-// A group of one of its own, with a short timeout, for the tests that break it.
+// A group of one of its own, with a short timeout, for the tests that break it. It starts under
+// the default timeout: starting a communicator (NCCL's topology search, its buffers, its proxy
+// thread) may itself take longer than the 0.3 s its collectives get.
 std::shared_ptr<ProcessGroup> group_to_break() {
-  return init_process_group({Backend::NCCL, /*require_launcher=*/false, milliseconds(300)});
+  std::shared_ptr<ProcessGroup> group = init_process_group({Backend::NCCL, /*require_launcher=*/false});
+  group->set_timeout(milliseconds(300));
+  return group;
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
