@@ -106,17 +106,15 @@ Tensor along_classes(const Tensor& weight, int64_t dims) {
 Tensor weighted_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                               double label_smoothing, const Tensor& weight) {
   const Tensor log_p = log_softmax(logits, 1);
-  const Tensor nll = nll_loss(log_p, target, reduction, ignore_index, weight);
-  if (label_smoothing == 0.0) return nll;
+  if (label_smoothing == 0.0) return nll_loss(log_p, target, reduction, ignore_index, weight);
+  // Per target, both terms 0 where ignored; then reduced once, the mean divided as nll_loss's is.
   const Tensor ignored = target == static_cast<double>(ignore_index);
   const Tensor smooth = masked_fill(-sum(log_p * along_classes(weight, logits.dim()), {1}), ignored, 0.0);
-  Tensor smooth_reduced = smooth;
-  if (reduction != Reduction::None) smooth_reduced = sum(smooth);
-  if (reduction == Reduction::Mean) {  // divided as nll_loss's mean is
-    const Tensor safe = safe_targets(target, logits.size(1), ignore_index);
-    smooth_reduced = smooth_reduced / sum(target_weights(weight, safe, ignored));
-  }
-  return nll * (1.0 - label_smoothing) + smooth_reduced * (label_smoothing / static_cast<double>(logits.size(1)));
+  const Tensor losses = nll_loss(log_p, target, Reduction::None, ignore_index, weight) * (1.0 - label_smoothing) +
+                        smooth * (label_smoothing / static_cast<double>(logits.size(1)));
+  if (reduction == Reduction::None) return losses;
+  if (reduction == Reduction::Sum) return sum(losses);
+  return sum(losses) / sum(target_weights(weight, safe_targets(target, logits.size(1), ignore_index), ignored));
 }
 
 Tensor probability_cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
