@@ -23,7 +23,13 @@ struct CachedCast {
 };
 thread_local std::unordered_map<const TensorImpl*, CachedCast> cache;
 
-State& state(DeviceType device) { return current.devices[static_cast<size_t>(device)]; }
+// Every entry point indexes the per-device state here, so a DeviceType cast from a number past
+// the enumerators is refused here (Note [Enums from callers] in core/device.h).
+State& state(DeviceType device) {
+  EMBER_CHECK(static_cast<int>(device) < kNumDeviceTypes, "[autocast] unknown device type ",
+              static_cast<int>(device), " (expected CPU = 0 or CUDA = 1)");
+  return current.devices[static_cast<size_t>(device)];
+}
 
 // Note [Autocast's table]
 // One row per op autocast knows: what it does with the op's inputs on each device type (Keep:
@@ -79,6 +85,7 @@ void end_region() {
 Autocast::Autocast(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
     : device_(device), before_(state(device)) {
   const DType wanted = dtype.value_or(device == DeviceType::CPU ? kBFloat16 : kFloat16);
+  check_dtype(wanted, "autocast");
   EMBER_CHECK(is_sixteen_bit(wanted), "[autocast] computes in bfloat16 or float16, got ", wanted);
   state(device) = {enabled, wanted, cache_enabled};
   ++regions;

@@ -37,3 +37,13 @@ std::string concat(const Parts&... parts) {
   } while (0)
 
 #define EMBER_FAIL(...) throw ::ember::Error(::ember::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
+
+namespace ember {
+// An enum value a caller passed, checked against the enumerators 0 .. last (Note [Enums from
+// callers] in core/device.h): "[op] unknown <what> 7 (expected 0 to 2)".
+template <class E>
+void check_enum(E value, E last, const char* op, const char* what) {
+  const auto v = static_cast<long long>(value), hi = static_cast<long long>(last);
+  EMBER_CHECK(v >= 0 && v <= hi, "[", op, "] unknown ", what, " ", v, " (expected 0 to ", hi, ")");
+}
+}  // namespace ember

@@ -28,6 +28,11 @@ Device::Device(const std::string& spec) {
   }
 }
 
+void unknown_device_type(DeviceType t) {
+  EMBER_FAIL("[device] unknown device type ", static_cast<int>(t), " (expected one of its ", kNumDeviceTypes,
+             " values, CPU = 0 and CUDA = 1)");
+}
+
 std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }

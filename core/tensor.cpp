@@ -68,10 +68,16 @@ const Tensor& Tensor::requires_grad_(bool on) const {
 }
 
 const Tensor& Tensor::grad() const { return live(__func__)->grad; }
+// As PyTorch's `x.grad = g`: the gradient has the tensor's shape, dtype and device, which the
+// engine's accumulation and the optimizers rely on (a float32 gradient on a bfloat16 parameter
+// would be read as bfloat16 by a fused step).
 void Tensor::set_grad(const Tensor& g) const {
-  EMBER_CHECK(!g.defined() || g.shape() == shape(), "[set_grad] gradient of shape ", shape_str(g.shape()),
-              " for a tensor of shape ", shape_str(shape()));
-  live(__func__)->grad = g;
+  live(__func__);
+  if (g.defined())
+    EMBER_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), "[set_grad] a gradient of ",
+                g.dtype(), " ", shape_str(g.shape()), " on ", g.device(), " for a tensor of ", dtype(), " ",
+                shape_str(shape()), " on ", device(), ": the gradient must have the tensor's shape, dtype and device");
+  impl_->grad = g;
 }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return live(__func__)->grad_fn; }
 int Tensor::output_nr() const { return live(__func__)->output_nr; }
@@ -118,7 +124,7 @@ Tensor filled(const Shape& shape, double value, TensorOptions options) {
 }  // namespace
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  ops::check_fill_value(value, options.dtype, shape, "full", ops::fill_computes_in(options.dtype));
+  ops::check_fill_value(value, options.dtype, shape, "full");
   return filled(shape, value, options);
 }
 
@@ -211,9 +217,13 @@ template std::vector<uint8_t> Tensor::to_vector() const;
 template std::vector<bfloat16> Tensor::to_vector() const;
 template std::vector<float16> Tensor::to_vector() const;
 
-double Tensor::item() const {
+void Tensor::check_one_element() const {
   EMBER_CHECK(numel() == 1, "[item] a tensor with ", numel(), " elements (shape ", shape_str(shape()),
               ") cannot be converted to a scalar");
+}
+
+double Tensor::item() const {
+  check_one_element();
   return to_vector<double>()[0];
 }
 

@@ -64,9 +64,16 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   double item() const;  // one-element tensor, any dtype, any device
+  // Read as T directly, so an int64 past 2^53 is exact; a float converts by Note [Float to
+  // integer conversion].
   template <class T>
-  T item() const { return convert<T>(item()); }  // Note [Float to integer conversion]
+  T item() const {
+    check_one_element();
+    if constexpr (requires { dtype_of<T>::value; }) return to_vector<T>()[0];  // one of ember's dtypes
+    else return convert<T>(to_vector<double>()[0]);
+  }
   double at(std::initializer_list<int64_t> index) const;  // element access for tests
+  void check_one_element() const;  // item()'s check: an Error unless numel() == 1
   template <class T>
   std::vector<T> to_vector() const;  // all elements in row-major order, converted to T
 
@@ -112,7 +119,10 @@ class Tensor {
 
   // --- in-place (bump the version counter; not recorded by autograd). const: they change the
   // data, not which tensor this handle refers to. ---
+  // add_ and sub_ write self +- alpha * other; an integer tensor takes only an integer operand
+  // and alpha (Note [In-place arithmetic keeps the dtype]).
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
   const Tensor& mul_(const Tensor& other) const;
   const Tensor& mul_(double value) const;
   const Tensor& zero_() const;
@@ -161,9 +171,9 @@ struct TensorOptions {
   Device device = kCPU;
   bool requires_grad = false;
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype(t) {}   // NOLINT: `zeros({2}, kInt64)` reads naturally
+  TensorOptions(DType t) : dtype(t) { check_dtype(t, "TensorOptions"); }  // NOLINT: `zeros({2}, kInt64)` reads naturally
   TensorOptions(Device d) : device(d) {}  // NOLINT
-  TensorOptions& with_dtype(DType t) { dtype = t; return *this; }
+  TensorOptions& with_dtype(DType t) { check_dtype(t, "TensorOptions"); dtype = t; return *this; }
   TensorOptions& with_device(Device d) { device = d; return *this; }
   TensorOptions& with_requires_grad(bool r = true) { requires_grad = r; return *this; }
 };
@@ -171,8 +181,8 @@ struct TensorOptions {
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
-// A value the dtype cannot hold is an Error, as in PyTorch (1e300 in float32, NaN in int64); a
-// 16-bit float is filled through float32, so 70000 in float16 is inf (holds_value in core/dtype.h).
+// A value the dtype cannot hold is an Error, as in PyTorch (1e300 in float32, 70000 in float16,
+// NaN in int64; holds_value in core/dtype.h).
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
 // A 0-d tensor; its value is converted unchecked, as PyTorch's scalar_tensor (1e300 in float16 is inf).
 Tensor scalar_tensor(double value, TensorOptions options = {});

@@ -73,7 +73,7 @@ void unary_cuda(UnaryOp op, const Tensor& x, const Tensor& out, double a, double
       using Math = math::UnaryMath<kOp, C, DeviceFunctions>;
       for_each(out.device(), out.numel(),
                UnaryBody<T, Math>{make_indexer<2>({&out, &x}, "unary"), x.data<T>(), out.data<T>(),
-                                  Math{static_cast<C>(a), static_cast<C>(b)}});
+                                  Math{convert<C>(a), convert<C>(b)}});
     });
     EMBER_CHECK(known, "[unary] unknown op ", static_cast<int>(op));
   });

@@ -118,10 +118,15 @@ void WordPieceTokenizer::append_word_pieces(std::u32string_view word, std::vecto
   std::string candidate;
   for (size_t start = 0; start < word.size();) {
     std::optional<int64_t> piece;
-    size_t end = word.size();
     const std::string_view prefix = start == 0 ? "" : kContinuation;
+    // The longest candidate that could be in the vocabulary ends at the last character boundary
+    // within longest_token_ bytes (with the prefix): found by binary search rather than by
+    // walking down from the word's end, which made a long word quadratic in its length.
+    const size_t room = longest_token_ > prefix.size() ? longest_token_ - prefix.size() : 0;
+    size_t end = static_cast<size_t>(std::upper_bound(bounds.begin() + static_cast<std::ptrdiff_t>(start),
+                                                      bounds.end(), bounds[start] + room) -
+                                     bounds.begin()) - 1;
     for (; end > start; --end) {
-      if (prefix.size() + bounds[end] - bounds[start] > longest_token_) continue;  // in no vocabulary
       candidate.assign(prefix);
       candidate.append(bytes, bounds[start], bounds[end] - bounds[start]);
       if ((piece = find(candidate))) break;

@@ -64,6 +64,7 @@ void check_same_call_on_all_ranks(Collective collective, const Tensor& tensor, i
 }
 
 void check_reduce_op(const Tensor& tensor, ReduceOp op, const char* api) {
+  check_enum(op, ReduceOp::Avg, api, "ReduceOp");
   EMBER_CHECK(op == ReduceOp::Sum || is_floating(tensor.dtype()), "[", api,
               "] ReduceOp::Avg needs a floating tensor; got ", tensor.dtype());
 }

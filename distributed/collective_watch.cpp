@@ -29,19 +29,6 @@ struct TerminationReportScope {
   TerminationReportScope& operator=(const TerminationReportScope&) = delete;
 };
 
-// Buffers of timed-out collectives, kept for the rest of the process rather than with their
-// group: the backend may still write them after the group is gone (an MPI request cannot be
-// cancelled, and an aborted NCCL collective may still be queued on its stream), and a block given
-// back to the caching allocator would be written under the tensor it goes to next. Never freed:
-// the process ends with MPI_Abort anyway, and freeing a CUDA tensor after the runtime has shut
-// down would fail.
-void keep_until_exit(const std::vector<Tensor>& buffers) {
-  static std::mutex mutex;
-  static auto* const kept = new std::vector<Tensor>();  // leaked on purpose (see above)
-  const std::lock_guard<std::mutex> lock(mutex);
-  kept->insert(kept->end(), buffers.begin(), buffers.end());
-}
-
 }  // namespace
 
 CollectiveWatch::CollectiveWatch(int rank, int size, std::string ending)
@@ -147,6 +134,17 @@ void CollectiveWatch::abandon(const CollectiveCall& call, std::chrono::milliseco
       "; ", ending_);
   keep_until_exit(buffers);
   abort_mpi_at_exit();
+}
+
+// Kept for the rest of the process rather than with their group: the backend may still write
+// them after the group is gone (an MPI request cannot be cancelled, and an aborted NCCL collective
+// may still be queued on its stream). Never freed: the process ends with MPI_Abort anyway, and
+// freeing a CUDA tensor after the runtime has shut down would fail.
+void keep_until_exit(const std::vector<Tensor>& buffers) {
+  static std::mutex mutex;
+  static auto* const kept = new std::vector<Tensor>();  // leaked on purpose (see above)
+  const std::lock_guard<std::mutex> lock(mutex);
+  kept->insert(kept->end(), buffers.begin(), buffers.end());
 }
 
 std::function<bool()> mpi_request_finished(MPI_Request& request) {

@@ -23,8 +23,12 @@
 // A timed-out collective is abandoned, not cancelled (MPI cannot cancel a collective request;
 // NCCL can only abort the whole communicator, which its backend then does): its buffers are
 // kept alive until the process ends, past their group's end, the watch refuses every later
-// collective, and the process ends with MPI_Abort
-// instead of MPI_Finalize (mpi_runtime.h), which would wait for the stopped rank.
+// collective, and the process ends with MPI_Abort instead of MPI_Finalize (mpi_runtime.h), which
+// would wait for the stopped rank. The same holds for every other collective of the group that
+// was started and not yet seen to finish (an async Work dropped after the timeout, DDP's other
+// buckets): the stopped rank may still join it, and any later MPI call (a retry in a second
+// group, a barrier before saving) then completes it into its buffers. So a Work dropped unwaited
+// on a broken group hands its buffers to keep_until_exit too.
 // While a rank waits, what it waits for and for whom is kept ready for a signal handler, so a
 // rank that mpirun terminates because a peer died says which rank it was waiting for.
 #include <mpi.h>
@@ -95,6 +99,12 @@ class CollectiveWatch {
   std::list<Announcement> sending_;  // a list: MPI holds the address of each one's sequence
   std::string broken_;
 };
+
+// Keeps `buffers` alive until the process ends: the memory of a collective that was started and
+// whose end will never be observed (it timed out, or its group broke before anyone waited for
+// it). The backend may still read or write it, and a block given back to the caching allocator
+// would be written under the tensor it goes to next.
+void keep_until_exit(const std::vector<Tensor>& buffers);
 
 // A poll for collective_watch's wait: MPI_Test on `request`.
 std::function<bool()> mpi_request_finished(MPI_Request& request);

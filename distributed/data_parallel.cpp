@@ -151,6 +151,8 @@ void DistributedDataParallel::finish_backward() {
         buckets_[b].work->wait();
       } catch (const Error& e) {
         // The group gave up on the other ranks (Note [Collective timeouts]): it is unusable now.
+        // Dropping the other buckets' Works hands their buffers to the process (Work's
+        // destructor on a broken group), so the flat buffers outlive DDP if a rank joins later.
         for (Bucket& bucket : buckets_) bucket.work.reset();
         reset_for_next_backward();
         EMBER_FAIL("[DistributedDataParallel] synchronised backward #", synchronised_backwards_, ", bucket ", b,

@@ -53,9 +53,14 @@ class MpiWork final : public Work {
         timeout_(timeout) {}
   ~MpiWork() override {
     // A collective cannot be abandoned while MPI may still write the buffer: wait for it (up to
-    // the timeout; a timed-out one is kept alive by the watch, Note [Collective timeouts]). A
+    // the timeout; a timed-out one is kept alive by the watch), or, on a group that is already
+    // broken, keep the buffer for the rest of the process (Note [Collective timeouts]). A
     // destructor must not throw: a failure here was the collective's.
-    if (done_ || watch_->broken() || mpi_finalised()) return;
+    if (done_ || mpi_finalised()) return;
+    if (watch_->broken()) {
+      keep_until_exit({tensor_});
+      return;
+    }
     try {
       watch_->wait_quietly(mpi_request_finished(request_), call_, timeout_, {tensor_});
     } catch (const Error&) {

@@ -253,9 +253,14 @@ class NcclWork final : public Work {
       : comm_(std::move(comm)), call_(call), done_(std::move(done)), tensor_(std::move(tensor)), timeout_(timeout) {}
   ~NcclWork() override {
     // Never dropped unfinished: ember's stream waits, so tensor_'s memory is reused only after
-    // the collective; one that does not finish in time is abandoned and keeps tensor_ (Note
-    // [NCCL collectives]). A destructor must not throw: a failure here was the collective's.
-    if (waited_ || comm_->broken()) return;
+    // the collective; one that does not finish in time, or whose group is already broken, is
+    // abandoned and keeps tensor_ (Note [NCCL collectives]). A destructor must not throw: a
+    // failure here was the collective's.
+    if (waited_) return;
+    if (comm_->broken()) {
+      keep_until_exit({tensor_});
+      return;
+    }
     try {
       comm_->wait_quietly(done_, call_, timeout_, {tensor_});
     } catch (const Error&) {

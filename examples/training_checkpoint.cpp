@@ -103,7 +103,8 @@ void save_training_checkpoint(const std::string& path, const TrainingState& s, c
 
 TrainingProgress load_training_checkpoint(const std::string& path, const TrainingState& s, const nn::Metadata& run) {
   nn::Metadata saved;
-  const nn::StateDict all = nn::load_safetensors(path, &saved);
+  // ember wrote it, with a checksum for every tensor: one missing is damage (Note [Tensor checksums]).
+  const nn::StateDict all = nn::load_safetensors(path, &saved, nn::Checksums::Required);
   EMBER_CHECK(saved.count("format") && saved.at("format") == kFormat, "[resume] ", path,
               ": not an ember training checkpoint (its metadata has no format '", kFormat, "')");
   for (const auto& [key, want] : identity(s, run)) {

@@ -42,6 +42,7 @@ void ones_(const Tensor& t) { constant_(t, 1.0); }
 
 namespace {
 double kaiming_std(const Tensor& t, double a, FanMode mode, const std::string& nonlinearity) {
+  check_enum(mode, FanMode::FanOut, "kaiming", "FanMode");
   Fans f = fans_of(t);
   const double fan = static_cast<double>(mode == FanMode::FanIn ? f.fan_in : f.fan_out);
   return calculate_gain(nonlinearity, a) / std::sqrt(fan);

@@ -5,6 +5,7 @@ namespace ember::nn {
 
 namespace {
 const TransformerEncoderLayerOptions& checked(const TransformerEncoderLayerOptions& o) {
+  check_enum(o.activation, FeedForwardActivation::GELU, "TransformerEncoderLayer", "activation");
   EMBER_CHECK(o.dim_feedforward > 0, "[TransformerEncoderLayer] dim_feedforward must be positive, got ",
               o.dim_feedforward);
   return o;

@@ -85,6 +85,7 @@ FusedParam adam_fused(const Tensor& p, const Tensor& grad, const AdamHyperParams
 }
 
 AdamRule adam_rule(const AdamHyperParams& o, WeightDecayMode mode) {
+  check_enum(mode, WeightDecayMode::Decoupled, "Adam", "WeightDecayMode");
   return {o.lr_, o.beta1_, o.beta2_, o.eps_, o.weight_decay_, o.amsgrad_, mode == WeightDecayMode::Decoupled};
 }
 

@@ -16,18 +16,27 @@ namespace {
 
 constexpr const char* kName = "GradScaler";
 
-// S is kept in float32, as PyTorch keeps it: a larger number would be inf there.
-void check_scale(double scale, const char* where) {
-  EMBER_CHECK(scale > 0.0 && holds_value(kFloat32, scale) && std::isfinite(scale), "[", kName, "] ", where,
-              ": the scale must be finite in float32 and > 0, got ", scale);
+// S is kept in float32, as PyTorch keeps it, and the factors multiply it there: each option is
+// checked as float32 holds it, so 1e-50 (0 in float32) is no scale and 1 + 1e-9 (1 in float32)
+// no growth.
+// The value as float32 holds it, or NaN for one past float32's range (whose conversion C++
+// leaves undefined).
+float as_float32(double v) { return holds_value(kFloat32, v) ? static_cast<float>(v) : std::nanf(""); }
+
+void check_scale(double scale, const char* where, const char* option) {
+  EMBER_CHECK(std::isfinite(as_float32(scale)) && as_float32(scale) > 0.0f, "[", kName, "] ", where, ": ",
+              option, " must be finite and > 0 in float32, where the scale is kept; got ", scale,
+              scale > 0.0 ? " (0 in float32)" : "");
 }
 
 void check_options(const GradScalerOptions& o, const char* where) {
-  check_scale(o.init_scale_, where);
-  EMBER_CHECK(std::isfinite(o.growth_factor_) && o.growth_factor_ > 1.0, "[", kName, "] ", where,
-              ": growth_factor must be finite and > 1, got ", o.growth_factor_);
-  EMBER_CHECK(o.backoff_factor_ > 0.0 && o.backoff_factor_ < 1.0, "[", kName, "] ", where,
-              ": backoff_factor must be in (0, 1), got ", o.backoff_factor_);
+  check_scale(o.init_scale_, where, "init_scale");
+  const float growth = as_float32(o.growth_factor_), backoff = as_float32(o.backoff_factor_);
+  EMBER_CHECK(std::isfinite(growth) && growth > 1.0f, "[", kName, "] ", where,
+              ": growth_factor must be finite and > 1 in float32, where it multiplies the scale; got ",
+              o.growth_factor_);
+  EMBER_CHECK(backoff > 0.0f && backoff < 1.0f, "[", kName, "] ", where,
+              ": backoff_factor must be in (0, 1) in float32, where it multiplies the scale; got ", o.backoff_factor_);
   EMBER_CHECK(o.growth_interval_ >= 1, "[", kName, "] ", where, ": growth_interval must be >= 1, got ",
               o.growth_interval_);
 }
@@ -143,7 +152,7 @@ void GradScaler::update() {
 void GradScaler::update(double new_scale) {
   if (!options_.enabled_) return;
   (void)current_scale("update");
-  check_scale(new_scale, "update(new_scale)");
+  check_scale(new_scale, "update(new_scale)", "the new scale");
   scale_ = static_cast<float>(new_scale);
   records_.clear();
 }

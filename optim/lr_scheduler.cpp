@@ -153,6 +153,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, std::vector<double> max_lrs, int64_
       total_steps_(total_steps),
       options_(options) {
   const OneCycleLROptions& o = options_;
+  check_enum(o.anneal_strategy_, AnnealStrategy::Linear, "OneCycleLR", "anneal_strategy");
   EMBER_CHECK(total_steps >= 1, "[OneCycleLR] total_steps must be at least 1, got ", total_steps);
   EMBER_CHECK(o.pct_start_ >= 0.0 && o.pct_start_ <= 1.0, "[OneCycleLR] pct_start must be in [0, 1], got ",
               o.pct_start_);

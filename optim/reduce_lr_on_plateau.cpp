@@ -17,6 +17,7 @@ std::vector<double> min_lrs_for(const Optimizer& optimizer, const std::vector<do
 }
 
 double worst(PlateauMode mode) {
+  check_enum(mode, PlateauMode::Max, "ReduceLROnPlateau", "mode");
   const double inf = std::numeric_limits<double>::infinity();
   return mode == PlateauMode::Min ? inf : -inf;
 }
@@ -28,6 +29,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, ReduceLROnPlateauOpti
       min_lrs_(min_lrs_for(optimizer, options_.min_lrs_)),
       best_(worst(options_.mode_)) {
   const ReduceLROnPlateauOptions& o = options_;
+  check_enum(o.threshold_mode_, ThresholdMode::Abs, "ReduceLROnPlateau", "threshold_mode");
   EMBER_CHECK(o.factor_ >= 0.0 && o.factor_ < 1.0, "[ReduceLROnPlateau] factor must be in [0, 1), got ", o.factor_);
   EMBER_CHECK(o.patience_ >= 0, "[ReduceLROnPlateau] patience must be >= 0, got ", o.patience_);
   EMBER_CHECK(o.cooldown_ >= 0, "[ReduceLROnPlateau] cooldown must be >= 0, got ", o.cooldown_);

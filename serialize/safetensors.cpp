@@ -222,8 +222,9 @@ void save_safetensors(const StateDict& state, const std::string& path, const Met
   out.commit();
 }
 
-StateDict load_safetensors(const std::string& path, Metadata* metadata) {
+StateDict load_safetensors(const std::string& path, Metadata* metadata, Checksums required) {
   const Failer fail{"load_safetensors", path};
+  check_enum(required, Checksums::Required, "load_safetensors", "Checksums");
   if (metadata) metadata->clear();
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
@@ -287,6 +288,14 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     if (std::none_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
       fail("the metadata holds a checksum for tensor '" + name + "', which the file does not have");
   }
+  if (required == Checksums::Required || !checksums.empty())
+    for (const auto& e : entries)
+      if (!checksums.count(e.name))
+        fail("tensor '" + e.name + "' has no checksum (no metadata key '" + kChecksumPrefix + e.name + "'), " +
+             (required == Checksums::Required
+                  ? std::string("and this file must record one for every tensor")
+                  : std::string("while the file records them for its other tensors")) +
+             ": the file is damaged or was altered");
 
   StateDict out;
   for (const auto& e : entries) {

@@ -32,9 +32,16 @@ using Metadata = std::map<std::string, std::string>;
 // save never leaves a truncated or mixed file at `path`.
 void save_safetensors(const StateDict& state, const std::string& path, const Metadata& metadata = {});
 
+// Which tensors must carry a checksum (Note [Tensor checksums]). IfRecorded: a file with none
+// (another writer's) loads unchecked, but one that records checksums must record one for every
+// tensor, so a damaged checksum key is refused rather than turning that tensor's check off.
+// Required: every tensor must have one, for files only ember writes (a training checkpoint).
+enum class Checksums { IfRecorded, Required };
+
 // Reads every tensor onto the CPU, verifying the checksums the file records. When `metadata` is
 // given it receives "__metadata__" less the checksum keys.
-StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
+StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr,
+                           Checksums checksums = Checksums::IfRecorded);
 
 // save_safetensors(module.state_dict(), path).
 void save(const Module& module, const std::string& path);

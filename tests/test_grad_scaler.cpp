@@ -280,18 +280,32 @@ TEST(GradScaler, RefusesCallsOutOfOrder) {
   scaler.update();
   opt.zero_grad();
   expect_error([&] { scaler.step(opt); }, "none of the SGD's parameters has a gradient");
-  expect_error([&] { scaler.update(-1.0); }, "the scale must be finite in float32 and > 0");
-  expect_error([&] { scaler.update(1e39); }, "update(new_scale): the scale must be finite in float32 and > 0, got 1e+39");
+  expect_error([&] { scaler.update(-1.0); }, "the new scale must be finite and > 0 in float32");
+  expect_error([&] { scaler.update(1e39); },
+               "[GradScaler] update(new_scale): the new scale must be finite and > 0 in float32, where the scale is "
+               "kept; got 1e+39");
+  expect_error([&] { scaler.update(1e-50); }, "the new scale must be finite and > 0 in float32, where the scale is "
+                                              "kept; got 1e-50 (0 in float32)");
   expect_error([&] { scaler.scale(ones({2}, kInt64)); }, "scale() expects a floating tensor, got int64");
 }
 
 TEST(GradScaler, RefusesBadOptionsAndStateDicts) {
   expect_error([] { optim::GradScaler(optim::GradScalerOptions().growth_factor(1.0)); }, "growth_factor must be");
   expect_error([] { optim::GradScaler(optim::GradScalerOptions().backoff_factor(1.0)); }, "backoff_factor must be");
-  expect_error([] { optim::GradScaler(optim::GradScalerOptions().init_scale(0.0)); }, "the scale must be finite");
-  // S is float32: a finite double past float32's range would be inf there.
+  expect_error([] { optim::GradScaler(optim::GradScalerOptions().init_scale(0.0)); }, "init_scale must be finite");
+  // S is float32: a finite double past float32's range would be inf there, one below its
+  // smallest denormal 0; the factors multiply it there too.
   expect_error([] { optim::GradScaler(optim::GradScalerOptions().init_scale(1e300)); },
-               "[GradScaler] options: the scale must be finite in float32 and > 0, got 1e+300");
+               "[GradScaler] options: init_scale must be finite and > 0 in float32, where the scale is kept; got 1e+300");
+  expect_error([] { optim::GradScaler(optim::GradScalerOptions().init_scale(1e-50)); },
+               "[GradScaler] options: init_scale must be finite and > 0 in float32, where the scale is kept; got 1e-50 "
+               "(0 in float32)");
+  expect_error([] { optim::GradScaler(optim::GradScalerOptions().growth_factor(1.0 + 1e-9)); },
+               "[GradScaler] options: growth_factor must be finite and > 1 in float32");
+  expect_error([] { optim::GradScaler(optim::GradScalerOptions().backoff_factor(1e-50)); },
+               "[GradScaler] options: backoff_factor must be in (0, 1) in float32");
+  expect_error([] { optim::GradScaler(optim::GradScalerOptions().backoff_factor(1.0 - 1e-9)); },
+               "[GradScaler] options: backoff_factor must be in (0, 1) in float32");
   expect_error([] { optim::GradScaler(optim::GradScalerOptions().growth_interval(0)); }, "growth_interval must be");
   optim::GradScaler scaler;
   expect_error([&] { scaler.load_state_dict({}); }, "the state dict is empty");

@@ -559,6 +559,33 @@ TEST_F(Serialize, ChecksumKeysAreReservedAndMustNameATensor) {
   EXPECT_EQ(bytes_of(nn::load_safetensors(plain).at("a")), "x");
 }
 
+// A damaged checksum key must not switch its tensor's check off: a file that records checksums
+// records one for every tensor, and a file that must carry them (a training checkpoint) carries
+// them all (Note [Tensor checksums]).
+TEST_F(Serialize, ADamagedOrMissingChecksumKeyIsRefused) {
+  const std::string file = path("two.safetensors");
+  nn::save_safetensors(numbered_state(2), file);
+  const StateDict state = nn::load_safetensors(file, nullptr, nn::Checksums::Required);
+  ASSERT_EQ(state.size(), 2u);
+  const std::string good = read(file);
+  const std::string name = state.begin()->first, key = std::string(nn::kChecksumPrefix) + name;
+  const size_t at = good.find(key);
+  ASSERT_NE(at, std::string::npos);
+  std::string flipped = good;
+  flipped[at + 7] ^= 0x01;  // "ember.xxh3_64.<name>" becomes another metadata key
+  const std::string damaged = write("damaged.safetensors", flipped);
+  expect_error([&] { nn::load_safetensors(damaged); },
+               {"[load_safetensors] " + damaged, "tensor '" + name + "' has no checksum",
+                "while the file records them for its other tensors: the file is damaged or was altered"});
+  const std::string entry_a = R"("a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
+  const std::string plain = write("plain.safetensors", safetensors_bytes("{" + entry_a + "}", "x"));
+  expect_error([&] { nn::load_safetensors(plain, nullptr, nn::Checksums::Required); },
+               {"tensor 'a' has no checksum (no metadata key 'ember.xxh3_64.a'), and this file must record one for "
+                "every tensor"});
+  expect_error([&] { nn::load_safetensors(plain, nullptr, static_cast<nn::Checksums>(7)); },
+               {"[load_safetensors] unknown Checksums 7 (expected 0 to 1)"});
+}
+
 TEST_F(Serialize, APathThatCannotBeExaminedSaysSo) {
   const std::string loop = path("loop.safetensors");
   fs::create_symlink(loop, loop);

@@ -163,14 +163,16 @@ int64_t predicted_peak(const SegmentTable& table, const CheckpointPlan& plan) {
   return std::max(peak, kept);
 }
 
-void check_plan(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
+// A plan's segments must cover layers 0 .. layers-1 in order, each once: a gap would skip a
+// layer and an overlap run one twice, silently.
+void check_plan(size_t layers, const CheckpointPlan& plan, const char* op) {
   size_t next = 0;
   for (const auto& s : plan.segments) {
-    EMBER_CHECK(s.begin == next && s.end > s.begin && s.end <= l.size(), "[predicted_peak] segment [", s.begin, ",",
-                s.end, ") does not continue a plan that covers [0,", next, ") of ", l.size(), " layer(s)");
+    EMBER_CHECK(s.begin == next && s.end > s.begin && s.end <= layers, "[", op, "] segment [", s.begin, ",", s.end,
+                ") does not continue a plan that covers [0,", next, ") of ", layers, " layer(s)");
     next = s.end;
   }
-  EMBER_CHECK(next == l.size(), "[predicted_peak] the plan covers ", next, " layer(s) of ", l.size());
+  EMBER_CHECK(next == layers, "[", op, "] the plan covers ", next, " layer(s) of ", layers);
 }
 
 }  // namespace
@@ -180,7 +182,7 @@ std::function<Tensor(const Tensor&)> segment_forward(const LayerChain& chain, Ch
 }
 
 int64_t predicted_peak(const std::vector<LayerProfile>& l, const CheckpointPlan& plan) {
-  check_plan(l, plan);
+  check_plan(l.size(), plan, "predicted_peak");
   return predicted_peak(SegmentTable(l), plan);
 }
 
@@ -239,8 +241,7 @@ Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tenso
 
 Tensor run_plan(const LayerChain& chain, const CheckpointPlan& plan, const Tensor& x,
                 const std::function<CheckpointOptions(size_t segment)>& options_of) {
-  EMBER_CHECK(!plan.segments.empty() && plan.segments.back().end == chain.size(), "[run_plan] the plan covers ",
-              plan.segments.empty() ? 0 : plan.segments.back().end, " layer(s) but the chain has ", chain.size());
+  check_plan(chain.size(), plan, "run_plan");
   Tensor out = x;
   for (size_t i = 0; i < plan.segments.size(); ++i) {
     const CheckpointPlan::Segment s = plan.segments[i];

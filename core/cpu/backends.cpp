@@ -111,6 +111,7 @@ bool has_onednn() { return false; }
 #endif
 
 void set_conv_backend(ConvBackend backend) {
+  check_enum(backend, ConvBackend::OneDNN, "set_conv_backend", "backend");
   check_available(onednn_unavailable(backend == ConvBackend::OneDNN), "set_conv_backend");
   conv_choice().set(backend);
 }
@@ -118,6 +119,7 @@ void set_conv_backend(ConvBackend backend) {
 ConvBackend conv_backend() { return conv_choice().get(); }
 
 void set_gemm_backend(GemmBackend backend) {
+  check_enum(backend, GemmBackend::OneDNN, "set_gemm_backend", "backend");
   check_available(onednn_unavailable(backend == GemmBackend::OneDNN), "set_gemm_backend");
   gemm_choice().set(backend);
 }
@@ -142,6 +144,7 @@ const char* simd_level_name(SimdLevel level) {
 }
 
 void set_simd_level(SimdLevel level) {
+  check_enum(level, SimdLevel::AVX512, "set_simd_level", "level");
   check_available(cpu_lacks(level), "set_simd_level");
   simd_choice().set(level);
 }

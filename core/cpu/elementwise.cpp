@@ -119,7 +119,7 @@ void unary_cpu(kernels::UnaryOp op, const Tensor& x, const Tensor& out, double a
   dispatch_any(x.dtype(), [&]<class T>() {
     using C = Compute<T>;
     const bool known = math::visit_unary(op, [&]<kernels::UnaryOp kOp>() {
-      unary_loop<T>(x, out, math::UnaryMath<kOp, C, HostFunctions>{static_cast<C>(a), static_cast<C>(b)});
+      unary_loop<T>(x, out, math::UnaryMath<kOp, C, HostFunctions>{convert<C>(a), convert<C>(b)});
     });
     EMBER_CHECK(known, "[unary] unknown op ", static_cast<int>(op));
   });

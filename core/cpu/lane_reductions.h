@@ -7,6 +7,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/kernel_bodies/elementwise_math.h"
+
 namespace ember::cpu {
 
 // Note [Lane reductions]
@@ -42,8 +44,16 @@ struct SumOp {
   using Lane = T;
   using Total = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   static constexpr Lane identity() { return Lane(0); }
-  static Lane step(Lane acc, Lane v) { return acc + v; }
-  static Total fold(Total acc, Total v) { return acc + v; }
+  // An integer sum wraps on overflow, as PyTorch's (Note [Integer arithmetic]); signed overflow
+  // would be undefined.
+  static Lane step(Lane acc, Lane v) {
+    if constexpr (std::is_integral_v<T>) return math::wrapping_add(acc, v);
+    else return acc + v;
+  }
+  static Total fold(Total acc, Total v) {
+    if constexpr (std::is_integral_v<T>) return math::wrapping_add(acc, v);
+    else return acc + v;
+  }
 };
 
 // Max (IsMax) or min. A NaN wins and stays (as in PyTorch): neither comparison is true once the

@@ -15,7 +15,19 @@
 //
 // The op is a template parameter, so an (op, dtype) pair compiles to straight-line code without a
 // switch per element; visit_unary / visit_binary turn the runtime op into that parameter, one
-// switch written once for both devices. Integers compute in double (Compute<T>).
+// switch written once for both devices. Integers compute in their own type (Note [Integer
+// arithmetic]).
+//
+// Note [Integer arithmetic]
+// int64 and uint8 tensors compute exactly, in their own type, as PyTorch does: a comparison of
+// two int64 ids past 2^53 (hashes, large vocabularies) must not see them equal because double
+// cannot tell them apart, and INT64_MAX - (INT64_MAX - 1) is 1, not 0. +, -, *, neg, abs and an
+// integer power wrap modulo 2^bits on overflow, as PyTorch's do (uint8 255 + 1 is 0): the
+// arithmetic is done in the unsigned type of the same width, where wrapping is defined, and
+// converted back (C++20 defines that conversion as modular). Signed overflow, undefined in C++,
+// never happens. Only the ops that have no integer meaning (exp, tanh, the activations' rows, a
+// true division) compute an integer input through double; the ops refuse or promote those before
+// a kernel sees an integer tensor, so that path is a fallback, not a result a user gets.
 #include <cstdint>
 #include <type_traits>
 
@@ -59,11 +71,72 @@ namespace ember::math {
 using kernels::BinaryOp;
 using kernels::UnaryOp;
 
-// The compute type of T: float32 and float64 compute in themselves, the 16-bit floats in float32
-// (Note [Sixteen-bit floats]: each op's result rounds once), integers in double.
+// The compute type of T: float32, float64 and the integers compute in themselves (Note [Integer
+// arithmetic]), the 16-bit floats in float32 (Note [Sixteen-bit floats]: each op's result rounds
+// once).
 template <class T>
-using Compute = std::conditional_t<std::is_floating_point_v<T>, T,
-                                   std::conditional_t<is_sixteen_bit_float<T>, float, double>>;
+using Compute = std::conditional_t<is_sixteen_bit_float<T>, float, T>;
+
+// Integer +, - and * modulo 2^bits (Note [Integer arithmetic]).
+template <class C>
+EMBER_HOST_DEVICE C wrapping_add(C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+}
+template <class C>
+EMBER_HOST_DEVICE C wrapping_sub(C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(x) - static_cast<U>(y)));
+}
+template <class C>
+EMBER_HOST_DEVICE C wrapping_mul(C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
+}
+
+// x^e for integers by repeated squaring, wrapping like the product. A negative exponent gives
+// what the real power truncates to: 1 for a base of 1, +-1 for -1, 0 otherwise (0^-e included, as
+// PyTorch's integer pow; a Python number exponent that is negative is refused before this).
+template <class C>
+EMBER_HOST_DEVICE C integer_power(C x, C e) {
+  if constexpr (std::is_signed_v<C>) {
+    if (e < 0) {
+      if (x == 1) return C(1);
+      if (x == -1) return (e & 1) ? C(-1) : C(1);
+      return C(0);
+    }
+  }
+  C result = 1;
+  while (e != 0) {
+    if (e & 1) result = wrapping_mul(result, x);
+    x = wrapping_mul(x, x);
+    e = static_cast<C>(e >> 1);
+  }
+  return result;
+}
+
+// The ops with an exact integer form; the others compute an integer through double.
+template <UnaryOp kOp>
+inline constexpr bool unary_has_integer_form =
+    kOp == UnaryOp::Neg || kOp == UnaryOp::Abs || kOp == UnaryOp::Sign || kOp == UnaryOp::Relu ||
+    kOp == UnaryOp::PowScalar || kOp == UnaryOp::Clamp || kOp == UnaryOp::InRange || kOp == UnaryOp::AffineScalar;
+template <BinaryOp kOp>
+inline constexpr bool binary_has_integer_form = kOp == BinaryOp::Add || kOp == BinaryOp::Sub || kOp == BinaryOp::Mul ||
+                                                kOp == BinaryOp::Pow || kOp == BinaryOp::Maximum ||
+                                                kOp == BinaryOp::Minimum || kOp >= BinaryOp::Eq;
+
+// v < 0 without a comparison of an unsigned type with zero (a warning, and always false).
+template <class C>
+EMBER_HOST_DEVICE bool is_negative(C v) {
+  if constexpr (std::is_unsigned_v<C>) return false;
+  else return v < C(0);
+}
+// v != v, the NaN test, written as a compare (it vectorises); an integer is never NaN.
+template <class C>
+EMBER_HOST_DEVICE bool is_nan_value(C v) {
+  if constexpr (std::is_integral_v<C>) return false;
+  else return v != v;
+}
 
 template <class C>
 struct ErfAndGaussian {
@@ -83,7 +156,25 @@ EMBER_HOST_DEVICE C gelu_tanh_slope(C v) {
 template <UnaryOp kOp, class C, class Fns>
 struct UnaryMath {
   C a, b;  // the op's scalar arguments
-  EMBER_HOST_DEVICE C operator()(C v) const {
+  EMBER_HOST_DEVICE auto operator()(C v) const {
+    if constexpr (std::is_integral_v<C> && !unary_has_integer_form<kOp>) {
+      return UnaryMath<kOp, double, Fns>{static_cast<double>(a), static_cast<double>(b)}(static_cast<double>(v));
+    } else if constexpr (std::is_integral_v<C>) {
+      return integer(v);
+    } else {
+      return floating(v);
+    }
+  }
+
+ private:
+  EMBER_HOST_DEVICE C integer(C v) const {
+    if constexpr (kOp == UnaryOp::Neg) return wrapping_sub(C(0), v);
+    else if constexpr (kOp == UnaryOp::Abs) return is_negative(v) ? wrapping_sub(C(0), v) : v;  // INT64_MIN stays, as PyTorch
+    else if constexpr (kOp == UnaryOp::PowScalar) return integer_power(v, a);
+    else if constexpr (kOp == UnaryOp::AffineScalar) return wrapping_add(wrapping_mul(a, v), b);
+    else return floating(v);  // sign, relu, clamp, in-range: comparisons, exact in any type
+  }
+  EMBER_HOST_DEVICE C floating(C v) const {
     constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
     if constexpr (kOp == UnaryOp::Neg) return -v;
     else if constexpr (kOp == UnaryOp::Exp) return Fns::exp(v);
@@ -91,8 +182,8 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::Sqrt) return Fns::sqrt(v);
     else if constexpr (kOp == UnaryOp::Rsqrt) return C(1) / Fns::sqrt(v);
     else if constexpr (kOp == UnaryOp::Abs) return Fns::abs(v);
-    else if constexpr (kOp == UnaryOp::Sign) return C((v > 0) - (v < 0));
-    else if constexpr (kOp == UnaryOp::Relu) return v < 0 ? C(0) : v;  // NaN and -0.0 pass, as in PyTorch
+    else if constexpr (kOp == UnaryOp::Sign) return C((v > C(0)) - is_negative(v));
+    else if constexpr (kOp == UnaryOp::Relu) return is_negative(v) ? C(0) : v;  // NaN and -0.0 pass, as in PyTorch
     else if constexpr (kOp == UnaryOp::Sigmoid) return C(1) / (C(1) + Fns::exp(-v));
     else if constexpr (kOp == UnaryOp::Tanh) return Fns::tanh(v);
     else if constexpr (kOp == UnaryOp::Gelu) return C(0.5) * v * (C(1) + Fns::erf(v * kSqrt1_2));
@@ -100,8 +191,8 @@ struct UnaryMath {
     else if constexpr (kOp == UnaryOp::GeluTanh) return C(0.5) * v * (C(1) + Fns::tanh(gelu_tanh_argument(v)));
     else if constexpr (kOp == UnaryOp::PowScalar) return Fns::pow(v, a);
     else if constexpr (kOp == UnaryOp::Clamp) {
-      const C raised = v < a || a != a ? a : v;  // a != a: a NaN bound, which gives NaN as in PyTorch
-      return raised > b || b != b ? b : raised;
+      const C raised = v < a || is_nan_value(a) ? a : v;  // a NaN bound gives NaN, as in PyTorch
+      return raised > b || is_nan_value(b) ? b : raised;
     } else if constexpr (kOp == UnaryOp::InRange) return C(v > a && v < b);
     else if constexpr (kOp == UnaryOp::LeakyRelu) return v > 0 ? v : a * v;
     else if constexpr (kOp == UnaryOp::AffineScalar) return a * v + b;
@@ -118,6 +209,23 @@ using BinaryResult = std::conditional_t<(kOp >= BinaryOp::Eq), uint8_t, T>;
 template <BinaryOp kOp, class C, class Fns>
 struct BinaryMath {
   EMBER_HOST_DEVICE auto operator()(C x, C y) const {
+    if constexpr (std::is_integral_v<C> && !binary_has_integer_form<kOp>) {
+      return BinaryMath<kOp, double, Fns>{}(static_cast<double>(x), static_cast<double>(y));
+    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Add) {
+      return wrapping_add(x, y);
+    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Sub) {
+      return wrapping_sub(x, y);
+    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Mul) {
+      return wrapping_mul(x, y);
+    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Pow) {
+      return integer_power(x, y);
+    } else {
+      return floating(x, y);  // the comparisons, maximum and minimum are exact in any type
+    }
+  }
+
+ private:
+  EMBER_HOST_DEVICE auto floating(C x, C y) const {
     constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
     constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);
     if constexpr (kOp == BinaryOp::Add) return x + y;
@@ -125,9 +233,9 @@ struct BinaryMath {
     else if constexpr (kOp == BinaryOp::Mul) return x * y;
     else if constexpr (kOp == BinaryOp::Div) return x / y;
     else if constexpr (kOp == BinaryOp::Pow) return Fns::pow(x, y);
-    // x != x: x is NaN. Written as compares and a select, so the CPU loops still vectorise.
-    else if constexpr (kOp == BinaryOp::Maximum) return x > y || x != x ? x : y;
-    else if constexpr (kOp == BinaryOp::Minimum) return x < y || x != x ? x : y;
+    // Written as compares and a select, so the CPU loops still vectorise.
+    else if constexpr (kOp == BinaryOp::Maximum) return x > y || is_nan_value(x) ? x : y;
+    else if constexpr (kOp == BinaryOp::Minimum) return x < y || is_nan_value(x) ? x : y;
     else if constexpr (kOp == BinaryOp::ReluGrad) return y <= C(0) ? C(0) : x;
     else if constexpr (kOp == BinaryOp::SigmoidGrad) return x * (y * (C(1) - y));
     else if constexpr (kOp == BinaryOp::TanhGrad) return x * (C(1) - y * y);

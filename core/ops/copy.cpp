@@ -1,6 +1,10 @@
 // Copies and conversions (contiguous, clone, to(dtype), to(device)) and the in-place ops.
+#include <cmath>
+#include <optional>
+
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
+#include "core/convert.h"
 #include "core/memory_overlap.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
@@ -83,12 +87,47 @@ void check_overlap(const Tensor& self, const Tensor* other, const char* op) {
   if (other) check_no_partial_overlap(self, *other, op);
 }
 
+// Note [In-place arithmetic keeps the dtype]
+// An in-place op writes `self op other` into self, so the result must be one self's dtype holds,
+// as PyTorch requires: an integer tensor takes no floating operand (int.add_(float) is refused,
+// not truncated first), and its alpha or factor must be an integer that int64 holds (refused if
+// it is a fraction, NaN or past the range). The integer arithmetic itself then wraps, as every
+// integer op does (Note [Integer arithmetic]). A floating tensor takes any operand, converted to
+// its dtype.
+void check_result_keeps_dtype(const Tensor& self, const Tensor* other, std::optional<double> factor,
+                              const char* factor_name, const char* op) {
+  if (is_floating(self.dtype())) return;
+  if (other)
+    EMBER_CHECK(!is_floating(other->dtype()), "[", op, "] the result with a ", other->dtype(), " operand of shape ",
+                shape_str(other->shape()), " is floating and cannot be written into the ", self.dtype(),
+                " tensor of shape ", shape_str(self.shape()), " (convert one of them with to(dtype) first)");
+  if (factor)
+    EMBER_CHECK(*factor == std::floor(*factor) && fits_in_int64(*factor), "[", op, "] ", factor_name, " = ",
+                *factor, " is not an integer, and an integer tensor (", self.dtype(), " of shape ",
+                shape_str(self.shape()), ") can only be scaled by an integer in place");
+}
+
+// self += alpha * other, the body of add_ and sub_ (sub_ passes -alpha).
+const Tensor& add_scaled(const Tensor& self, const Tensor& other, double alpha, const char* op) {
+  check_inplace(self, &other, op);
+  ops::check_defined(other, op, "other");
+  check_result_keeps_dtype(self, &other, alpha, "alpha", op);
+  Tensor y = broadcast_into(self, other, op);
+  check_overlap(self, &other, op);
+  if (alpha != 1.0)  // an integer y scales exactly, in its own type
+    y = is_floating(y.dtype()) ? y * alpha : ops::unary_kernel(kernels::UnaryOp::AffineScalar, y, alpha, 0.0);
+  if (self.numel() > 0) kernels::binary[self.device()](kernels::BinaryOp::Add, self, y, self);
+  self.storage()->bump_version();
+  return self;
+}
+
 }  // namespace
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : Clone::apply(*this); }
 Tensor Tensor::clone() const { return Clone::apply(*this); }
 
 Tensor Tensor::to(DType dtype_) const {
+  check_dtype(dtype_, "to");
   if (dtype_ == dtype()) return *this;
   if (is_floating(dtype_)) return Cast::apply(*this, dtype_);
   // An integer result has no gradient: it leaves the graph, as in PyTorch, where x.round().long()
@@ -102,18 +141,13 @@ Tensor Tensor::to(Device device_) const {
   return ToDevice::apply(*this, device_);
 }
 
-const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
-  check_inplace(*this, &other, "add_");
-  Tensor y = broadcast_into(*this, other, "add_");
-  check_overlap(*this, &other, "add_");
-  if (alpha != 1.0) y = y * alpha;
-  if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Add, *this, y, *this);
-  storage()->bump_version();
-  return *this;
-}
+const Tensor& Tensor::add_(const Tensor& other, double alpha) const { return add_scaled(*this, other, alpha, "add_"); }
+const Tensor& Tensor::sub_(const Tensor& other, double alpha) const { return add_scaled(*this, other, -alpha, "sub_"); }
 
 const Tensor& Tensor::mul_(const Tensor& other) const {
   check_inplace(*this, &other, "mul_");
+  ops::check_defined(other, "mul_", "other");
+  check_result_keeps_dtype(*this, &other, std::nullopt, "", "mul_");
   Tensor y = broadcast_into(*this, other, "mul_");
   check_overlap(*this, &other, "mul_");
   if (numel() > 0) kernels::binary[device()](kernels::BinaryOp::Mul, *this, y, *this);
@@ -123,6 +157,7 @@ const Tensor& Tensor::mul_(const Tensor& other) const {
 
 const Tensor& Tensor::mul_(double value) const {
   check_inplace(*this, nullptr, "mul_");
+  check_result_keeps_dtype(*this, nullptr, value, "the factor", "mul_");
   check_overlap(*this, nullptr, "mul_");
   if (numel() > 0) kernels::unary[device()](kernels::UnaryOp::AffineScalar, *this, *this, value, 0.0);
   storage()->bump_version();
@@ -131,7 +166,7 @@ const Tensor& Tensor::mul_(double value) const {
 
 const Tensor& Tensor::fill_(double value) const {
   check_inplace(*this, nullptr, "fill_");
-  ops::check_fill_value(value, dtype(), shape(), "fill_", ops::fill_computes_in(dtype()));
+  ops::check_fill_value(value, dtype(), shape(), "fill_");
   if (numel() > 0) kernels::fill[device()](*this, value);
   storage()->bump_version();
   return *this;

@@ -1,12 +1,16 @@
 // einsum: Einstein summation over one or more operands, built from permute, reshape, expand, sum,
 // where and matmul, so its gradient and its devices are theirs (Note [einsum as matmuls]).
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/autocast.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
+#include "core/system_memory.h"
 
 namespace ember {
 
@@ -141,7 +145,33 @@ Tensor grouped(const Operand& a, const std::vector<Labels>& groups, const std::v
   return a.t.permute(perm).reshape(shape);
 }
 
-Operand contract(Operand a, Operand b, const Labels& needed_later, const std::vector<int64_t>& size_of) {
+// The shape a set of labels gives.
+Shape shape_of(const Labels& labels, const std::vector<int64_t>& size_of) {
+  Shape shape;
+  for (int label : labels) shape.push_back(size_of[static_cast<size_t>(label)]);
+  return shape;
+}
+
+// A tensor einsum is about to make (its output, or the product of a pair) must be one that could
+// be allocated at all: its bytes must not overflow int64, nor exceed the CPU's memory for a CPU
+// tensor. Checked before the allocation, so an impossible equation fails at once, naming what it
+// asked for, instead of after the system was asked for gigabytes.
+void check_can_allocate(const Labels& labels, const std::vector<int64_t>& size_of, const Tensor& like,
+                        const char* what, const std::string& equation) {
+  const Shape shape = shape_of(labels, size_of);
+  const std::optional<int64_t> n = try_numel(shape);
+  const auto element = static_cast<int64_t>(element_size(like.dtype()));
+  const bool overflows = !n || *n > INT64_MAX / element;
+  const int64_t bytes = overflows ? 0 : *n * element, machine = memory::physical_memory_bytes();
+  EMBER_CHECK(!overflows && !(like.device().is_cpu() && machine > 0 && bytes > machine), "[einsum] equation '", equation,
+              "' needs ", what, " of shape ", shape_str(shape), " in ", like.dtype(),
+              overflows ? std::string(", whose size overflows int64")
+                        : detail::concat(" (", memory::format_bytes(bytes), "), more than this machine's ",
+                                         memory::format_bytes(machine), " of memory"));
+}
+
+Operand contract(Operand a, Operand b, const Labels& needed_later, const std::vector<int64_t>& size_of,
+                 const std::string& equation) {
   sum_unneeded(a, joined(needed_later, b.labels));
   sum_unneeded(b, joined(needed_later, a.labels));
   Labels batch, contracted, a_only, b_only;
@@ -154,13 +184,12 @@ Operand contract(Operand a, Operand b, const Labels& needed_later, const std::ve
   }
   for (int label : b.labels)
     if (!has(a.labels, label)) b_only.push_back(label);
+  Operand out{Tensor(), joined(joined(batch, a_only), b_only)};
+  check_can_allocate(out.labels, size_of, a.t, "an intermediate product", equation);
   const Tensor a3 = grouped(a, {batch, a_only, contracted}, size_of);
   const Tensor b3 = grouped(b, {batch, contracted, b_only}, size_of);
   const Tensor product = contracted.empty() ? a3 * b3 : matmul(a3, b3);  // [N, I, 1] * [N, 1, J]
-  Operand out{Tensor(), joined(joined(batch, a_only), b_only)};
-  Shape shape;
-  for (int label : out.labels) shape.push_back(size_of[static_cast<size_t>(label)]);
-  out.t = product.reshape(shape);
+  out.t = product.reshape(shape_of(out.labels, size_of));
   return out;
 }
 
@@ -269,6 +298,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   }
   auto [parts, output] = parse(equation, operands);
   const std::vector<int64_t> size_of = label_sizes(parts, equation);
+  check_can_allocate(output, size_of, operands[0], "an output", equation);
   for (Operand& op : parts) {
     take_diagonals(op);
     Shape broadcast;
@@ -280,7 +310,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   for (size_t i = 1; i < parts.size(); ++i) {
     Labels needed_later = output;
     for (size_t j = i + 1; j < parts.size(); ++j) needed_later = joined(needed_later, parts[j].labels);
-    result = contract(result, parts[i], needed_later, size_of);
+    result = contract(result, parts[i], needed_later, size_of, equation);
   }
   sum_unneeded(result, output);
   Shape perm;

@@ -504,6 +504,7 @@ Tensor sigmoid(const Tensor& x) { return Sigmoid::apply(x); }
 Tensor tanh(const Tensor& x) { return Tanh::apply(x); }
 Tensor gelu(const Tensor& x) { return Gelu::apply(x); }
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  check_enum(approximate, GeluApproximate::Tanh, "gelu", "approximation");
   return approximate == GeluApproximate::None ? Gelu::apply(x) : GeluTanh::apply(x);
 }
 Tensor silu(const Tensor& x) { return Silu::apply(x); }

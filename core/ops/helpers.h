@@ -17,18 +17,12 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) 
 }
 
 // A value written into a tensor of `dtype` and `shape` (a fill, a mask's value, a pad) must be
-// one that the dtype it converts through holds (holds_value), as PyTorch checks: a saturating
-// conversion would write INT64_MAX for 1e300, or 0 for NaN, silently. That dtype is the tensor's,
-// except in full and fill_ of a 16-bit float, which convert through float32 as PyTorch's fill
-// does: 70000 fills float16 with inf there, while masked_fill and pad refuse it.
-inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op, DType through) {
-  EMBER_CHECK(holds_value(through, value), "[", op, "] value ", value, " cannot be converted to ", dtype,
+// one that the dtype holds (holds_value), as PyTorch checks: a saturating conversion would write
+// INT64_MAX for 1e300, or 0 for NaN, and a 16-bit float inf for 70000, silently.
+inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op) {
+  EMBER_CHECK(holds_value(dtype, value), "[", op, "] value ", value, " cannot be converted to ", dtype,
               " without overflow (", dtype, " tensor of shape ", shape_str(shape), ")");
 }
-inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op) {
-  check_fill_value(value, dtype, shape, op, dtype);
-}
-inline DType fill_computes_in(DType dtype) { return is_sixteen_bit(dtype) ? kFloat32 : dtype; }
 
 inline void check_floating(const Tensor& t, const char* op) {
   EMBER_CHECK(is_floating(t.dtype()), "[", op, "] expects a floating point tensor, got ", t.dtype(), " of shape ",

@@ -97,6 +97,7 @@ void check_pads(const DimPads& p) {
 }  // namespace
 
 Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
+  check_enum(mode, PadMode::Circular, "pad", "mode");
   if (mode == PadMode::Reflect || mode == PadMode::Replicate) {
     if (autocast::OpCast cast{mode == PadMode::Reflect ? "reflection_pad" : "replication_pad", x})
       return pad(cast(x), pads, mode, value);
