@@ -41,6 +41,7 @@ namespace {
 using ember::DType;
 using ember::kBFloat16;
 using ember::kFloat32;
+using ember::kInt64;
 using ember::Shape;
 using ember::Tensor;
 
@@ -442,6 +443,11 @@ void register_all() {
   register_binary("add_bf16", 4096, 1024, false, &ember::add, [](double a, double b) { return a + b; }, kBFloat16);
   register_unary("relu_bf16", 4096, 1024, &ember::relu, [](double x) { return x > 0 ? x : 0.0; }, kBFloat16);
   register_unary("gelu_bf16", 4096, 1024, &ember::gelu, &gelu_ref, kBFloat16);
+  // int64, exact in its own type (Note [Integer arithmetic])
+  register_binary("add_int64", 4096, 1024, false, &ember::add, [](double a, double b) { return a + b; }, kInt64);
+  register_binary("mul_int64", 4096, 1024, false, &ember::mul, [](double a, double b) { return a * b; }, kInt64);
+  register_binary("gt_int64", 4096, 1024, false, &ember::gt, [](double a, double b) { return a > b ? 1.0 : 0.0; },
+                  kInt64);
   // reductions
   register_reduce("sum", 4096, 1024, Red::Sum, -1);
   register_reduce("sum_dim0", 4096, 1024, Red::Sum, 0);

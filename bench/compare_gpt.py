@@ -4,7 +4,7 @@
     bench/compare_gpt.py [TRAIN_GPT] [--threads N] [--rounds R] [--json OUT] [-- TRAIN_GPT_FLAGS...]
 
 "The same" is what train_gpt --export writes (Note [Exporting a run for PyTorch] in
-examples/train_gpt.cpp): the initial weights, every training batch in step order and the
+examples/run_export.h): the initial weights, every training batch in step order and the
 validation windows. PyTorch then trains the same model on them with the same optimizer (AdamW,
 betas 0.9/0.99, weight decay on the Linear weights only) and the same schedule (linear warm-up,
 then a cosine to lr / 10), built from torch's own LinearLR, CosineAnnealingLR and SequentialLR.

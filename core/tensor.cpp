@@ -30,8 +30,16 @@ const Shape& Tensor::shape() const { return live(__func__)->shape; }
 const Shape& Tensor::strides() const { return live(__func__)->strides; }
 int64_t Tensor::offset() const { return live(__func__)->offset; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(live(__func__)->shape.size()); }
-int64_t Tensor::size(int64_t d) const { return live(__func__)->shape[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return live(__func__)->strides[wrap_dim(d, dim(), "stride")]; }
+// A 0-d tensor has no dim to ask about, as in PyTorch (wrap_dim lets reductions name dim 0 or -1
+// of one, so it is checked here first).
+int64_t Tensor::size(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "[size] dim ", d, " of a 0-d tensor: it has no dims");
+  return live(__func__)->shape[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "[stride] dim ", d, " of a 0-d tensor: it has no dims");
+  return live(__func__)->strides[wrap_dim(d, dim(), "stride")];
+}
 int64_t Tensor::numel() const { return numel_of(live(__func__)->shape); }
 size_t Tensor::nbytes() const {
   return static_cast<size_t>(checked_mul(numel(), static_cast<int64_t>(element_size(dtype())), "nbytes", shape()));
@@ -124,7 +132,7 @@ Tensor filled(const Shape& shape, double value, TensorOptions options) {
 }  // namespace
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  ops::check_fill_value(value, options.dtype, shape, "full");
+  ops::check_fill_value(value, options.dtype, shape, "full", is_sixteen_bit(options.dtype) ? kFloat32 : options.dtype);
   return filled(shape, value, options);
 }
 

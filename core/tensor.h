@@ -181,8 +181,9 @@ struct TensorOptions {
 Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
-// A value the dtype cannot hold is an Error, as in PyTorch (1e300 in float32, 70000 in float16,
-// NaN in int64; holds_value in core/dtype.h).
+// A value the dtype cannot hold is an Error, as in PyTorch (1e300 in float32, NaN in int64); a
+// 16-bit float is filled through float32, as PyTorch's full, so 70000 in float16 is inf there
+// (fill_ refuses it; holds_value in core/dtype.h).
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
 // A 0-d tensor; its value is converted unchecked, as PyTorch's scalar_tensor (1e300 in float16 is inf).
 Tensor scalar_tensor(double value, TensorOptions options = {});

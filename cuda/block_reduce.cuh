@@ -17,6 +17,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/kernel_bodies/elementwise_math.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -31,7 +32,11 @@ template <class T>
 struct SumOp {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   __device__ static Acc identity() { return Acc(0); }
-  __device__ static Acc step(Acc acc, Acc v) { return acc + v; }
+  // An integer sum wraps, as on the CPU (Note [Integer arithmetic]): signed overflow is undefined.
+  __device__ static Acc step(Acc acc, Acc v) {
+    if constexpr (std::is_integral_v<Acc>) return math::wrapping_add(acc, v);
+    else return acc + v;
+  }
 };
 
 // Max (IsMax) or min; a NaN wins and stays, as on the CPU.

@@ -20,7 +20,7 @@ namespace ember::examples {
 //                        val_inputs / val_targets: the validation examples in order
 // both with `settings` plus "steps" as metadata. Iterating the loader here does not disturb the
 // training that follows: each epoch's order is a pure function of (seed, epoch) (Note
-// [Deterministic augmentation] in data/dataloader.h), and the loader is set back to epoch 0.
+// [Deterministic augmentation] in data/random_stream.h), and the loader is set back to epoch 0.
 // Returns the number of steps.
 int64_t export_run(const std::string& dir, const nn::Module& model, data::DataLoader& train, data::DataLoader& val,
                    int64_t epochs, nn::Metadata settings);

@@ -156,6 +156,24 @@ void wordpiece_seeds() {
 
 }  // namespace
 
+// fuzz_op_table's inputs are decisions, not a file format: per row of the table, one input that
+// runs it on its own shapes with varied values (the bytes after the first two from a fixed
+// generator) and one that asks for its float64 comparison (fuzz/fuzz_op_table.cpp says how the
+// bytes are read).
+void op_table_seeds() {
+  constexpr int kRows = 140;  // the table has fewer: a byte past them wraps to an earlier row
+  uint32_t state = 12345;
+  for (int row = 0; row < kRows; ++row) {
+    std::string hostile{static_cast<char>(row), static_cast<char>(1)};
+    for (int i = 0; i < 64; ++i) {
+      state = state * 1664525u + 1013904223u;
+      hostile += static_cast<char>(state >> 24);
+    }
+    write("op_table", "row" + std::to_string(row), hostile);
+    write("op_table", "row" + std::to_string(row) + ".compare", std::string{static_cast<char>(row), 0, 1, 7});
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUTPUT_DIR (e.g. fuzz/corpus)\n", argv[0]);
@@ -170,6 +188,7 @@ int main(int argc, char** argv) {
   image_seeds();
   wordpiece_seeds();
   training_checkpoint_seeds(scratch);
+  op_table_seeds();
   fs::remove_all(scratch);
   return 0;
 }

@@ -4,6 +4,7 @@
 // allocated, and words that once made the tokenizer quadratic.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,28 @@ TEST(Einsum, RefusesATensorNoMachineCouldHoldBeforeAllocatingIt) {
   }
   EXPECT_LT(memory::stats().peak_bytes - before, int64_t{1} << 22);  // nothing large was allocated
   EXPECT_EQ(einsum("i,j->ij", {ones({3}), ones({2})}).shape(), (Shape{3, 2}));
+}
+
+// A 0-d tensor has no dim to index, but reductions accept dim 0 or -1 for it, as PyTorch does:
+// they name the tensor itself (found by fuzz_op_table: count_of, keepdim_shape, transpose and
+// Tensor::size indexed its empty shape).
+TEST(ZeroDimTensors, DimZeroNamesTheTensorItself) {
+  const Tensor x = scalar_tensor(3.0);
+  EXPECT_EQ(sum(x, {0}).item(), 3.0);
+  EXPECT_EQ(sum(x, {0}, true).dim(), 0);
+  EXPECT_EQ(mean(x, {-1}).item(), 3.0);
+  EXPECT_EQ(max(x, {0}).item(), 3.0);
+  EXPECT_TRUE(std::isnan(var(x, {0}).item()));  // one value, correction 1: PyTorch's NaN
+  EXPECT_EQ(var(x, {0}, 0).item(), 0.0);
+  EXPECT_EQ(vector_norm(x, INFINITY, {0}).item(), 3.0);
+  EXPECT_EQ(x.transpose(0, -1).item(), 3.0);
+  expect_error([&] { x.transpose(0, 1); }, "[transpose] dim 1 is out of range for a tensor with 0 dim(s)");
+  expect_error([&] { (void)x.size(0); }, "[size] dim 0 of a 0-d tensor: it has no dims");
+  expect_error([&] { (void)x.stride(-1); }, "[stride] dim -1 of a 0-d tensor: it has no dims");
+  expect_error([&] { sum(x, {0, -1}); }, "[sum] dim [0, -1] names a dim more than once");
+  const Tensor leaf = scalar_tensor(2.0).requires_grad_();
+  sum(leaf * leaf, {0}).backward();
+  EXPECT_EQ(leaf.grad().item(), 4.0);
 }
 
 }  // namespace

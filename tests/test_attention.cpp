@@ -11,6 +11,7 @@
 // integer inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -245,6 +246,34 @@ TEST_F(AttentionOps, TheWeightsAreWrittenOverTheScores) {
   utils::checkpoint_stats() = {};
   EXPECT_EQ(gradient(true), gradient(false));
   EXPECT_EQ(utils::checkpoint_stats().ops_replayed, 1);
+}
+
+// Note [Float16 attention scores]: scores past float16's 65504 (here about 4 * 4 * 64 = 1024 *
+// 64 before the 1/8 scale) stay finite, as PyTorch's float32-accumulating CPU attention gives;
+// stored in float16 they were inf and the weights NaN.
+TEST_F(AttentionOps, Float16ScoresPastItsRangeKeepTheirAnswer) {
+  auto all_finite = [](const Tensor& t) {
+    const std::vector<double> v = values(t.to(kFloat64));
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  const int64_t L = 5, S = 7, E = 64;
+  const Tensor q = full({1, 2, L, E}, 40.0) + randn({1, 2, L, E}), k = full({1, 2, S, E}, 40.0) + randn({1, 2, S, E});
+  const Tensor v = randn({1, 2, S, E});
+  for (const bool causal : {false, true}) {
+    const Tensor q16 = q.to(kFloat16).requires_grad_(), k16 = k.to(kFloat16).requires_grad_();
+    const Tensor v16 = v.to(kFloat16).requires_grad_();
+    const Tensor out = scaled_dot_product_attention(q16, k16, v16, Tensor(), 0.0, causal);
+    EXPECT_EQ(out.dtype(), kFloat16);
+    const Tensor reference = scaled_dot_product_attention(q16.detach().to(kFloat32), k16.detach().to(kFloat32),
+                                                          v16.detach().to(kFloat32), Tensor(), 0.0, causal);
+    EXPECT_TRUE(all_finite(out));
+    EXPECT_LT(max(abs(out.to(kFloat32) - reference)).item(), 0.02) << "causal " << causal;
+    sum(out.to(kFloat32)).backward();
+    EXPECT_TRUE(all_finite(q16.grad()));
+    EXPECT_TRUE(all_finite(v16.grad()));
+  }
+  const Tensor mask = full({L, S}, -1.0, kFloat16);  // a float16 mask is added in float32 too
+  EXPECT_TRUE(all_finite(scaled_dot_product_attention(q.to(kFloat16), k.to(kFloat16), v.to(kFloat16), mask)));
 }
 
 TEST_F(AttentionOps, AttentionSavesQKVTheWeightsAndTheMask) {

@@ -125,8 +125,21 @@ double checked_scale(const Tensor& q, std::optional<double> scale) {
   return s;
 }
 
+// Note [Float16 attention scores]
+// float16 holds nothing past 65504, and a product of two rows of a head (64 terms of a few units
+// each) passes that easily before it is scaled: stored as float16 the score is inf, and softmax
+// turns inf - inf into NaN. PyTorch's CPU attention accumulates the scores in float32 and gives
+// the answer. So float16 queries and keys make their scores, mask and softmax in float32, and
+// only the weights round to float16 for the product with v (as PyTorch's fused kernels keep
+// their scores in float32 too). The price is a float32 [..., L, S] buffer while the weights are
+// made, and the casts of q and k; bfloat16, with float32's range, keeps its scores in bfloat16.
+
 // The weights, with the inputs checked and cast already.
 Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal, double scale) {
+  if (q.dtype() == kFloat16) {
+    const Tensor mask = attn_mask.defined() && attn_mask.dtype() == kFloat16 ? attn_mask.to(kFloat32) : attn_mask;
+    return weights(q.to(kFloat32), k.to(kFloat32), mask, is_causal, scale).to(kFloat16);
+  }
   const Tensor scores = matmul(q, k.transpose(-2, -1));
   if (!attn_mask.defined()) return ScaledSoftmax::apply(scores, scale, is_causal);
   Tensor masked = scores * scale;
@@ -159,7 +172,9 @@ Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool i
 // mask and the dropped weights. The raw scores, as large as the weights, are the memory the
 // softmax writes the weights into (Note [Softmax over the scores]) or, when something else holds
 // them, are freed as soon as it has run (and with a mask so are the scaled and masked ones).
-// (Scaling q before the product would instead keep a scaled copy of q for the matmul.)
+// (Scaling q before the product would instead keep a scaled copy of q for the matmul.) A float16
+// attention keeps float32 copies of q and k and float32 weights instead (Note [Float16 attention
+// scores]).
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal,
                          std::optional<double> scale) {
   if (autocast::OpCast cast{kOp, q}) return attention_weights(cast(q), cast(k), cast(attn_mask), is_causal, scale);

@@ -17,11 +17,17 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) 
 }
 
 // A value written into a tensor of `dtype` and `shape` (a fill, a mask's value, a pad) must be
-// one that the dtype holds (holds_value), as PyTorch checks: a saturating conversion would write
-// INT64_MAX for 1e300, or 0 for NaN, and a 16-bit float inf for 70000, silently.
-inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op) {
-  EMBER_CHECK(holds_value(dtype, value), "[", op, "] value ", value, " cannot be converted to ", dtype,
+// one that the dtype it converts through holds (holds_value), as PyTorch checks: a saturating
+// conversion would write INT64_MAX for 1e300, or 0 for NaN, and a 16-bit float inf for 70000,
+// silently. That dtype is the tensor's, except in full of a 16-bit float, which converts through
+// float32 as PyTorch's full does (70000 fills float16 with inf there, checked against 2.15),
+// while fill_, masked_fill and pad refuse it.
+inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op, DType through) {
+  EMBER_CHECK(holds_value(through, value), "[", op, "] value ", value, " cannot be converted to ", dtype,
               " without overflow (", dtype, " tensor of shape ", shape_str(shape), ")");
+}
+inline void check_fill_value(double value, DType dtype, const Shape& shape, const char* op) {
+  check_fill_value(value, dtype, shape, op, dtype);
 }
 
 inline void check_floating(const Tensor& t, const char* op) {

@@ -1,6 +1,6 @@
 // Layer normalisation: one fused kernel computes the per-row statistics and the output, another
 // the three gradients (Note [Layer-norm statistics], Note [Layer-norm backward] in
-// core/cpu/layer_norm.cpp).
+// core/kernel_bodies/layer_norm.h).
 #include <cmath>
 
 #include "core/autocast.h"

@@ -49,7 +49,7 @@ struct VectorNorm : Function<VectorNorm> {
   };
   static Tensor forward(Ctx& c, State& s, const Tensor& x, double ord, const Shape& dims, bool keepdim) {
     const Shape norm_dims = ops::normalize_dims(dims, x.dim(), name);
-    if (std::isinf(ord))
+    if (std::isinf(ord) && x.dim() > 0)  // a 0-d x has one element
       for (int64_t d : norm_dims)
         EMBER_CHECK(x.size(d) > 0, "[vector_norm] cannot take the ", ord, " norm over dim ", d, " of a tensor of shape ",
                     shape_str(x.shape()), ": the dim is empty and max and min have no value for it");

@@ -26,6 +26,9 @@ Shape normalize_dims(const Shape& dims, int64_t ndim, const char* op) {
   std::sort(out.begin(), out.end());
   EMBER_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "[", op, "] dim ",
               shape_str(dims), " names a dim more than once");
+  // A 0-d tensor has no dim to index: dim 0 or -1 (which wrap_dim accepts, as PyTorch does) names
+  // the tensor itself, so it reduces over nothing.
+  if (ndim == 0) out.clear();
   return out;
 }
 

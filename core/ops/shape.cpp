@@ -172,11 +172,13 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  if (dim() < 2 && (d0 == 0 || d0 == -1) && (d1 == 0 || d1 == -1)) return view_as(*this, shape(), strides());
+  const auto a = static_cast<size_t>(wrap_dim(d0, dim(), "transpose"));
+  const auto b = static_cast<size_t>(wrap_dim(d1, dim(), "transpose"));
+  // A 0-d tensor (whose dim 0 or -1 wrap_dim accepts) or a 1-d one is its own transpose.
+  if (dim() < 2) return view_as(*this, shape(), strides());
   Shape dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[static_cast<size_t>(wrap_dim(d0, dim(), "transpose"))],
-            dims[static_cast<size_t>(wrap_dim(d1, dim(), "transpose"))]);
+  std::swap(dims[a], dims[b]);
   return Permute::apply(*this, dims);
 }
 

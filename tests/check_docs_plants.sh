@@ -1,0 +1,43 @@
+#!/bin/sh
+# Tests of scripts/check-docs itself: on a copy of the repository's tracked files (a git
+# repository of its own in a temporary folder), each planted error must fail the check with its
+# message, and the unplanted copy must pass. The plants: a Note pointer naming the wrong file, a
+# README size figure far from scripts/count-lines, a folder missing from docs/design.md's layout
+# table, and an include the dependency table does not allow.
+#   check_docs_plants.sh SOURCE_DIR
+set -eu
+source_dir=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$source_dir"
+git rev-parse --show-toplevel >/dev/null 2>&1 || { echo "check_docs_plants: not a git checkout"; exit 77; }
+git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
+cd "$work"
+git init -q . && git add -A && git -c user.name=t -c user.email=t@t commit -qm copy
+
+fail() {
+  echo "check_docs_plants: $*" >&2
+  exit 1
+}
+# expect_failure TEXT: check-docs fails and prints TEXT; then the copy is restored.
+expect_failure() {
+  if output=$(python3 scripts/check-docs 2>&1); then fail "check-docs passed with a planted error ($1)"; fi
+  printf '%s' "$output" | grep -qF -- "$1" || fail "check-docs did not say: $1 (it said: $output)"
+  git checkout -q -- . && git clean -qfd
+}
+
+python3 scripts/check-docs >/dev/null || fail "check-docs fails on the unplanted copy"
+
+echo 'See Note [Lane reductions] in core/cpu/parallel.h.' >>docs/internals.md
+expect_failure "Note [Lane reductions] is said to be in core/cpu/parallel.h but is defined in core/cpu/lane_reductions.h"
+
+sed -i '0,/in [0-9,]* lines of C++ and CUDA/s//in 1,000 lines of C++ and CUDA/' README.md
+expect_failure "README.md:4: says 1,000 lines where scripts/count-lines counts"
+
+sed -i '/^| `distributed\/` |/d' docs/design.md
+expect_failure "the layout table (section 1) does not name the folder distributed/"
+
+sed -i '1i #include "nn/module.h"' core/shape.cpp
+expect_failure "core/shape.cpp:1: includes nn/module.h, which docs/design.md's dependency table does not allow core/"
+
+echo "check_docs_plants: ok (4 planted errors found, the copy itself passes)"
