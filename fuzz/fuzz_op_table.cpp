@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -36,12 +37,15 @@ class Bytes {
   size_t size_, pos_ = 0;
 };
 
+// What the current input runs, for a finding's report.
+std::string current;
+
 // A failed gtest assertion inside the op table's float64 comparison (a result outside the row's
 // tolerance) stops the fuzzer as a finding.
 class TrapOnFailure : public testing::EmptyTestEventListener {
   void OnTestPartResult(const testing::TestPartResult& result) override {
     if (result.failed()) {
-      std::fprintf(stderr, "fuzz_op_table: %s\n", result.message());
+      std::fprintf(stderr, "fuzz_op_table: %s: %s\n", current.c_str(), result.message());
       __builtin_trap();
     }
   }
@@ -162,8 +166,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     if (in.pick(4) == 0) {  // the row's float64 comparison, on its own domain, from a fuzzed seed
       const DType dtype = kDTypes[in.pick(4)];
-      testutil::compare_with_float64(r, testutil::op_table_seed(row) + in.next(), dtype, kCPU,
-                                     testutil::column_tolerance(r, dtype));
+      const uint64_t seed = testutil::op_table_seed(row) + in.next();
+      current = testutil::op_label(r) + " in " + dtype_name(dtype) + ", seed " + std::to_string(seed);
+      testutil::compare_with_float64(r, seed, dtype, kCPU, testutil::column_tolerance(r, dtype));
     } else {
       run_hostile(in, r);
     }

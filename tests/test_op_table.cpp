@@ -2,6 +2,7 @@
 // CUDA column is Cuda.OpTableMatchesCpu in test_cuda.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -52,6 +53,26 @@ TEST(OpTable, SixteenBitMatchesFloat64) {
       testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCPU,
                                      testutil::column_tolerance(table[i], dtype));
     }
+  }
+}
+
+// The float64 comparisons fuzz_op_table found outside their tolerance (docs/fuzzing.md), each
+// at the row, dtype and seed of the finding, kept fixed here.
+TEST(OpTable, FuzzerFindingsStayFixed) {
+  struct Finding {
+    std::string label;
+    DType dtype;
+    uint64_t seed;
+  };
+  // layer_norm kept a float16 input's mean and rstd in float16: gradients 11% off on a row of
+  // small spread.
+  const std::vector<Finding> findings = {{"layer_norm", kFloat16, 1239}};
+  const auto& table = testutil::op_table();
+  for (const Finding& f : findings) {
+    SCOPED_TRACE(f.label + " in " + dtype_name(f.dtype) + ", seed " + std::to_string(f.seed));
+    const auto row = std::find_if(table.begin(), table.end(), [&](const OpRow& r) { return testutil::op_label(r) == f.label; });
+    ASSERT_NE(row, table.end());
+    testutil::compare_with_float64(*row, f.seed, f.dtype, kCPU, testutil::column_tolerance(*row, f.dtype));
   }
 }
 

@@ -12,7 +12,8 @@
 // element of the row makes both terms of the size of the spread, and double carries 29 more bits
 // than a float32 input. (Welford's update is also one pass and stable, but it divides for every
 // element and does not vectorise.) Rounding can still leave a tiny negative variance: it is
-// clamped to 0. The statistics are stored in x's dtype as mean and rstd = 1 / sqrt(var + eps).
+// clamped to 0. The statistics are stored as mean and rstd = 1 / sqrt(var + eps), in x's dtype,
+// or in float32 for a 16-bit x (core/ops/layer_norm.cpp).
 //
 // Note [Layer-norm backward]
 // Per row, with xhat = (x - mean) * rstd over its n columns and y = w * xhat + b:
