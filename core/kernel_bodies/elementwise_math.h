@@ -94,9 +94,10 @@ EMBER_HOST_DEVICE C wrapping_mul(C x, C y) {
   return static_cast<C>(static_cast<U>(static_cast<U>(x) * static_cast<U>(y)));
 }
 
-// x^e for integers by repeated squaring, wrapping like the product. A negative exponent gives
-// what the real power truncates to: 1 for a base of 1, +-1 for -1, 0 otherwise (0^-e included, as
-// PyTorch's integer pow; a Python number exponent that is negative is refused before this).
+// x^e for integers by repeated squaring, wrapping like the product. A negative exponent (an
+// integer tensor's: pow with a number exponent takes floating tensors only) gives what the real
+// power truncates to: 1 for a base of 1, +-1 for -1, 0 otherwise (0^-e included), as PyTorch's
+// integer pow.
 template <class C>
 EMBER_HOST_DEVICE C integer_power(C x, C e) {
   if constexpr (std::is_signed_v<C>) {
