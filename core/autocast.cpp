@@ -26,8 +26,7 @@ thread_local std::unordered_map<const TensorImpl*, CachedCast> cache;
 // Every entry point indexes the per-device state here, so a DeviceType cast from a number past
 // the enumerators is refused here (Note [Enums from callers] in core/device.h).
 State& state(DeviceType device) {
-  EMBER_CHECK(static_cast<int>(device) < kNumDeviceTypes, "[autocast] unknown device type ",
-              static_cast<int>(device), " (expected CPU = 0 or CUDA = 1)");
+  check_enum(device, DeviceType::CUDA, "autocast", "device type");
   return current.devices[static_cast<size_t>(device)];
 }
 

@@ -16,14 +16,9 @@ namespace ember {
 // dtypes go at the end.
 enum class DType : uint8_t { Float32, Float64, Int64, UInt8, BFloat16, Float16 };
 
-inline constexpr int kNumDTypes = 6;
-
 // A DType a caller made from a number must be one of the enumerators (Note [Enums from callers]
 // in core/device.h).
-inline void check_dtype(DType t, const char* op) {
-  EMBER_CHECK(static_cast<int>(t) < kNumDTypes, "[", op, "] unknown dtype ", static_cast<int>(t),
-              " (expected one of its ", kNumDTypes, " values)");
-}
+inline void check_dtype(DType t, const char* op) { check_enum(t, DType::Float16, op, "dtype"); }
 
 inline constexpr DType kFloat32 = DType::Float32;
 inline constexpr DType kFloat64 = DType::Float64;

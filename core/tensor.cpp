@@ -80,12 +80,12 @@ const Tensor& Tensor::grad() const { return live(__func__)->grad; }
 // engine's accumulation and the optimizers rely on (a float32 gradient on a bfloat16 parameter
 // would be read as bfloat16 by a fused step).
 void Tensor::set_grad(const Tensor& g) const {
-  live(__func__);
+  TensorImpl* impl = live(__func__);
   if (g.defined())
     EMBER_CHECK(g.shape() == shape() && g.dtype() == dtype() && g.device() == device(), "[set_grad] a gradient of ",
                 g.dtype(), " ", shape_str(g.shape()), " on ", g.device(), " for a tensor of ", dtype(), " ",
                 shape_str(shape()), " on ", device(), ": the gradient must have the tensor's shape, dtype and device");
-  impl_->grad = g;
+  impl->grad = g;
 }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return live(__func__)->grad_fn; }
 int Tensor::output_nr() const { return live(__func__)->output_nr; }

@@ -16,13 +16,13 @@ namespace {
 
 constexpr const char* kName = "GradScaler";
 
-// S is kept in float32, as PyTorch keeps it, and the factors multiply it there: each option is
-// checked as float32 holds it, so 1e-50 (0 in float32) is no scale and 1 + 1e-9 (1 in float32)
-// no growth.
 // The value as float32 holds it, or NaN for one past float32's range (whose conversion C++
 // leaves undefined).
 float as_float32(double v) { return holds_value(kFloat32, v) ? static_cast<float>(v) : std::nanf(""); }
 
+// S is kept in float32, as PyTorch keeps it, and the factors multiply it there: each option is
+// checked as float32 holds it, so 1e-50 (0 in float32) is no scale and 1 + 1e-9 (1 in float32)
+// no growth.
 void check_scale(double scale, const char* where, const char* option) {
   EMBER_CHECK(std::isfinite(as_float32(scale)) && as_float32(scale) > 0.0f, "[", kName, "] ", where, ": ",
               option, " must be finite and > 0 in float32, where the scale is kept; got ", scale,

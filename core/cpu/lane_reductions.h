@@ -44,14 +44,13 @@ struct SumOp {
   using Lane = T;
   using Total = std::conditional_t<std::is_floating_point_v<T>, double, T>;
   static constexpr Lane identity() { return Lane(0); }
+  static Lane step(Lane acc, Lane v) { return add(acc, v); }
+  static Total fold(Total acc, Total v) { return add(acc, v); }
   // An integer sum wraps on overflow, as PyTorch's (Note [Integer arithmetic]); signed overflow
   // would be undefined.
-  static Lane step(Lane acc, Lane v) {
-    if constexpr (std::is_integral_v<T>) return math::wrapping_add(acc, v);
-    else return acc + v;
-  }
-  static Total fold(Total acc, Total v) {
-    if constexpr (std::is_integral_v<T>) return math::wrapping_add(acc, v);
+  template <class A>
+  static A add(A acc, A v) {
+    if constexpr (std::is_integral_v<A>) return math::wrapping_add(acc, v);
     else return acc + v;
   }
 };

@@ -212,20 +212,21 @@ struct BinaryMath {
   EMBER_HOST_DEVICE auto operator()(C x, C y) const {
     if constexpr (std::is_integral_v<C> && !binary_has_integer_form<kOp>) {
       return BinaryMath<kOp, double, Fns>{}(static_cast<double>(x), static_cast<double>(y));
-    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Add) {
-      return wrapping_add(x, y);
-    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Sub) {
-      return wrapping_sub(x, y);
-    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Mul) {
-      return wrapping_mul(x, y);
-    } else if constexpr (std::is_integral_v<C> && kOp == BinaryOp::Pow) {
-      return integer_power(x, y);
+    } else if constexpr (std::is_integral_v<C>) {
+      return integer(x, y);
     } else {
-      return floating(x, y);  // the comparisons, maximum and minimum are exact in any type
+      return floating(x, y);
     }
   }
 
  private:
+  EMBER_HOST_DEVICE auto integer(C x, C y) const {
+    if constexpr (kOp == BinaryOp::Add) return wrapping_add(x, y);
+    else if constexpr (kOp == BinaryOp::Sub) return wrapping_sub(x, y);
+    else if constexpr (kOp == BinaryOp::Mul) return wrapping_mul(x, y);
+    else if constexpr (kOp == BinaryOp::Pow) return integer_power(x, y);
+    else return floating(x, y);  // the comparisons, maximum and minimum are exact in any type
+  }
   EMBER_HOST_DEVICE auto floating(C x, C y) const {
     constexpr C kSqrt1_2 = static_cast<C>(0.70710678118654752440);
     constexpr C kInvSqrt2Pi = static_cast<C>(0.39894228040143267794);

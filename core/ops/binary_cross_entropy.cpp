@@ -88,7 +88,7 @@ Tensor weighted(const Tensor& losses, const Tensor& weight) { return weight.defi
 }  // namespace
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, const Tensor& weight) {
-  check_enum(reduction, Reduction::Sum, "binary_cross_entropy", "reduction");
+  ops::check_reduction(reduction, "binary_cross_entropy");
   if (autocast::OpCast cast{"binary_cross_entropy", input})
     return binary_cross_entropy(cast(input), cast(target), reduction, cast(weight));
   ops::check_loss_pair(input, target, "binary_cross_entropy");
@@ -107,7 +107,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& weight, const Tensor& pos_weight) {
-  check_enum(reduction, Reduction::Sum, "binary_cross_entropy_with_logits", "reduction");
+  ops::check_reduction(reduction, "binary_cross_entropy_with_logits");
   const char* op = "binary_cross_entropy_with_logits";
   if (autocast::OpCast cast{op, input})
     return binary_cross_entropy_with_logits(cast(input), cast(target), reduction, cast(weight), cast(pos_weight));

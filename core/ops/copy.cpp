@@ -114,8 +114,8 @@ const Tensor& add_scaled(const Tensor& self, const Tensor& other, double alpha, 
   check_result_keeps_dtype(self, &other, alpha, "alpha", op);
   Tensor y = broadcast_into(self, other, op);
   check_overlap(self, &other, op);
-  if (alpha != 1.0)  // an integer y scales exactly, in its own type
-    y = is_floating(y.dtype()) ? y * alpha : ops::unary_kernel(kernels::UnaryOp::AffineScalar, y, alpha, 0.0);
+  if (alpha != 1.0)  // alpha * y in y's dtype (an integer one exactly, Note [Integer arithmetic])
+    y = ops::unary_kernel(kernels::UnaryOp::AffineScalar, y, alpha, 0.0);
   if (self.numel() > 0) kernels::binary[self.device()](kernels::BinaryOp::Add, self, y, self);
   self.storage()->bump_version();
   return self;

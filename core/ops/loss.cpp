@@ -140,7 +140,7 @@ void check_class_weight(const Tensor& weight, const Tensor& logits) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
                      double label_smoothing, const Tensor& weight) {
-  check_enum(reduction, Reduction::Sum, "cross_entropy", "reduction");
+  ops::check_reduction(reduction, "cross_entropy");
   if (autocast::OpCast cast{"cross_entropy", logits})
     return cross_entropy(cast(logits), cast(target), reduction, ignore_index, label_smoothing, cast(weight));
   ops::check_defined(logits, "cross_entropy", "logits");
@@ -198,7 +198,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 // mean), so a batch of one heavy class and one light class is not averaged as equals.
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
                 const Tensor& weight) {
-  check_enum(reduction, Reduction::Sum, "nll_loss", "reduction");
+  ops::check_reduction(reduction, "nll_loss");
   if (autocast::OpCast cast{"nll_loss", input}) return nll_loss(cast(input), target, reduction, ignore_index, cast(weight));
   ops::check_defined(input, "nll_loss");
   ops::check_defined(target, "nll_loss", "target");

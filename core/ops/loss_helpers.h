@@ -6,6 +6,11 @@
 
 namespace ember::ops {
 
+// A loss's reduction, as the caller passed it (Note [Enums from callers] in core/device.h).
+inline void check_reduction(Reduction reduction, const char* op) {
+  check_enum(reduction, Reduction::Sum, op, "reduction");
+}
+
 // None: the per-element losses; Sum; Mean: the sum divided by `count` (the number of elements,
 // or of the targets that are not ignored). A 16-bit mean divides the float32 sum and rounds once,
 // as PyTorch's mean does: the float16 sum of 1000 squared errors of 10 is inf, their mean 100.

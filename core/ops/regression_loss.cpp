@@ -34,7 +34,7 @@ double count(const Tensor& input) { return static_cast<double>(input.numel()); }
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  check_enum(reduction, Reduction::Sum, "mse_loss", "reduction");
+  ops::check_reduction(reduction, "mse_loss");
   if (autocast::OpCast cast{"mse_loss", input}) return mse_loss(cast(input), cast(target), reduction);
   ops::check_loss_pair(input, target, "mse_loss");
   const Tensor d = input - target;
@@ -42,14 +42,14 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  check_enum(reduction, Reduction::Sum, "l1_loss", "reduction");
+  ops::check_reduction(reduction, "l1_loss");
   if (autocast::OpCast cast{"l1_loss", input}) return l1_loss(cast(input), cast(target), reduction);
   ops::check_loss_pair(input, target, "l1_loss");
   return ops::reduce_loss(abs(input - target), reduction, count(input));
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
-  check_enum(reduction, Reduction::Sum, "smooth_l1_loss", "reduction");
+  ops::check_reduction(reduction, "smooth_l1_loss");
   if (autocast::OpCast cast{"smooth_l1_loss", input}) return smooth_l1_loss(cast(input), cast(target), reduction, beta);
   ops::check_loss_pair(input, target, "smooth_l1_loss");
   EMBER_CHECK(std::isfinite(beta) && beta >= 0.0, "[smooth_l1_loss] beta must be finite and >= 0, got ", beta);
@@ -59,7 +59,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
-  check_enum(reduction, Reduction::Sum, "huber_loss", "reduction");
+  ops::check_reduction(reduction, "huber_loss");
   if (autocast::OpCast cast{"huber_loss", input}) return huber_loss(cast(input), cast(target), reduction, delta);
   ops::check_loss_pair(input, target, "huber_loss");
   EMBER_CHECK(std::isfinite(delta) && delta > 0.0, "[huber_loss] delta must be finite and > 0, got ", delta);
