@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_backend.h"  // which path scaled_dot_product_attention runs
 #include "core/cpu_settings.h"  // the CPU settings were declared here; still reachable through ops.h
 #include "core/tensor.h"
 
@@ -277,7 +278,10 @@ Tensor causal_mask(int64_t size, Device device = kCPU);
 // weights with that probability (always: pass 0 in eval mode, as PyTorch's modules do), drawing
 // from the default generator of q's device as dropout() does. A query that may attend to no key
 // gets zeros and passes no gradient, as PyTorch's math path since 2.5 (Note [Rows that attend to
-// nothing]). Note [What attention saves] lists what the backward keeps.
+// nothing]). It runs on the fused kernels where they take the call, else on the math path
+// (core/attention_backend.h): the fused op keeps q, k, v, its output and a number per query row
+// for backward (Note [Fused attention]); the math path also the [..., L, S] weights (Note [What
+// attention saves]).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt);

@@ -375,6 +375,27 @@ std::vector<OpRow> make_table() {
                     return scaled_dot_product_attention(x[0], x[1], x[2], keep.to(x[0].device()));
                   }) |
           accumulates);
+  // The rows above run on the fused kernels where the device has them (core/attention_backend.h);
+  // these run the math path, the reference, on every device.
+  add_row(variant("scaled_dot_product_attention", "math path", {floating({2, 3, 4}), floating({2, 5, 4}),
+                                                                 floating({2, 5, 3})},
+                  [](const V& x) {
+                    AttentionBackendGuard math(AttentionBackend::Math);
+                    return scaled_dot_product_attention(x[0], x[1], x[2]);
+                  }) |
+          accumulates);
+  add_row(variant("scaled_dot_product_attention", "math path, causal, more queries than keys, scale",
+                  {floating({2, 1, 4, 2}), floating({2, 1, 3, 2}), floating({2, 1, 3, 3})},
+                  [](const V& x) {
+                    AttentionBackendGuard math(AttentionBackend::Math);
+                    return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.6);
+                  }) |
+          accumulates);
+  // A float mask that wants a gradient goes to the math path on every device (Note [Fused attention]).
+  add_row(variant("scaled_dot_product_attention", "float mask with a gradient",
+                  {floating({3, 2}), floating({4, 2}), floating({4, 3}), floating({3, 4})},
+                  [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }) |
+          accumulates);
   return t;
 }
 

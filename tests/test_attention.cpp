@@ -277,8 +277,10 @@ TEST_F(AttentionOps, Float16ScoresPastItsRangeKeepTheirAnswer) {
 }
 
 TEST_F(AttentionOps, AttentionSavesQKVTheWeightsAndTheMask) {
-  // See Note [What attention saves]: q, k, v, the weights [..., L, S], the uint8 mask and, with
-  // dropout, its keep mask and the dropped weights.
+  // See Note [What attention saves]: on the math path, q, k, v, the weights [..., L, S], the uint8
+  // mask and, with dropout, its keep mask and the dropped weights. (The fused path's saves are in
+  // test_fused_attention.cpp.)
+  AttentionBackendGuard math(AttentionBackend::Math);
   const int64_t B = 2, H = 3, L = 5, S = 7, E = 4, Ev = 6;
   const Tensor q = randn({B, H, L, E}).requires_grad_(), k = randn({B, H, S, E}).requires_grad_();
   const Tensor v = randn({B, H, S, Ev}).requires_grad_();

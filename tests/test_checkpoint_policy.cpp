@@ -338,6 +338,9 @@ TEST_F(CheckpointPolicy, EveryReadyMadePolicyKeepsGradientsBitwise) {
       return h;
     }
   };
+  // The math path's attention: its weights are what save_attention keeps (the fused op saves no
+  // [L, S] tensor, and what it saves of its own, the log-sum-exp, makes it one to recompute).
+  AttentionBackendGuard math(AttentionBackend::Math);
   Gpt plain, ckpt;
   ckpt.load_state_dict(plain.state_dict());
   const Tensor x = randn({2, 5, 8});
@@ -537,6 +540,7 @@ TEST_F(CheckpointPolicy, PlanningPerOpSavesIsAnExactKnapsack) {
 // On a transformer block: the profile gives every op's work, the plan keeps what fits, the
 // forward then holds no more than the plan's bytes, and the gradients are the plain ones.
 TEST_F(CheckpointPolicy, APlannedPolicyOnATransformerBlock) {
+  AttentionBackendGuard math(AttentionBackend::Math);  // the figures below are the math path's ops
   nn::TransformerBlock plain(16, 2), ckpt(16, 2);
   ckpt.load_state_dict(plain.state_dict());
   const Tensor x = randn({2, 8, 16});

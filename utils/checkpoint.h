@@ -89,8 +89,10 @@ class CheckpointPolicy {
 // Ready-made policies. Each answers PreferSave for what it keeps and PreferRecompute for the rest.
 CheckpointPolicy recompute_all();  // the default: keep nothing, recompute everything
 CheckpointPolicy save_matmuls();   // keep matmul and conv2d outputs, recompute the cheap ops
-// Keep the attention weights: the outputs of scaled_softmax (scaled_dot_product_attention
-// without a mask) and softmax (with one, and any other softmax of the region).
+// Keep the math path's attention weights: the outputs of scaled_softmax (scaled_dot_product_attention
+// without a mask) and softmax (with one, and any other softmax of the region). The fused path
+// (core/attention_backend.h) has no weights to keep: it saves O(L) per query row, its own
+// log-sum-exp among them, so it is an op to recompute (Note [Selective checkpointing]).
 CheckpointPolicy save_attention();
 // Keep the k-th, 2k-th, ... op named `op` of each region (k = 1: every one).
 CheckpointPolicy save_every(int64_t k, const std::string& op);

@@ -125,7 +125,8 @@ autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, std::
 // could have done while it streamed:
 //     work = max(arithmetic, kFlopsPerByte * (bytes of the tensor arguments + bytes of the output))
 // with 2 M N K arithmetic for a matmul (M N more with a bias), 2 per output element and weight
-// element of its output channel for a convolution, and one per output element for any other op.
+// element of its output channel for a convolution, 2 L S (E + Ev) per attention matrix for fused
+// attention (q k^T and the weights times v), and one per output element for any other op.
 // A matmul is bound by its arithmetic, an elementwise op, a softmax or a normalisation by its
 // bytes: counted by arithmetic alone, a GELU over a [4096, 512] activation would cost 1/270 of
 // the [4096, 128] x [128, 512] matmul before it, where it takes about a third of its time, and
@@ -159,6 +160,10 @@ int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, 
     if (!t.defined()) continue;
     if (t.storage() == output.storage() && !written_over_argument) return 0;  // a view computes nothing
     bytes += static_cast<int64_t>(t.nbytes());
+  }
+  if (op == "fused_attention") {  // q [..., L, E], k [..., S, E], v [..., S, Ev]: q k^T and its product with v
+    const int64_t rows = args.at(0).numel() / std::max<int64_t>(args[0].size(-1), 1);
+    return std::max(2 * rows * args.at(1).size(-2) * (args[0].size(-1) + args.at(2).size(-1)), kFlopsPerByte * bytes);
   }
   int64_t per_output_element = 1;
   if (op == "matmul") per_output_element = 2 * args.at(0).size(-1) + (args.size() > 2 && args[2].defined());  // + bias

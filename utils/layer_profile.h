@@ -32,8 +32,9 @@ struct LayerProfile {
 
 // The work of an op in arithmetic operations, estimated from its tensors as a roofline (Note [Work
 // of an op] in utils/layer_profile.cpp): its arithmetic (2 M N K for a matmul, M N more with a
-// bias; 2 per output element and weight element of its output channel for a convolution; one per
-// output element otherwise), or, where more, its bytes moved times a machine's flops per byte;
+// bias; 2 per output element and weight element of its output channel for a convolution;
+// 2 L S (E + Ev) per attention matrix for fused attention, its two products; one per output
+// element otherwise), or, where more, its bytes moved times a machine's flops per byte;
 // none for a view of an argument, unless the op wrote its output over that argument (Note [Softmax
 // over the scores] in core/ops/attention.cpp).
 int64_t estimated_flops(const std::string& op, const std::vector<Tensor>& args, const Tensor& output,

@@ -1,13 +1,16 @@
-// Scaled dot-product attention, the math path: composed of differentiable ops (matmul, a fused
-// scaled and causal softmax, or a scaling, where or add and that softmax for an explicit mask,
-// dropout), each with CPU and CUDA kernels.
+// Scaled dot-product attention: the argument checks, the choice between the fused kernels (Note
+// [Fused attention] in core/ops/fused_attention.cpp) and the math path, and the math path itself,
+// composed of differentiable ops (matmul, a fused scaled and causal softmax, or a scaling, where
+// or add and that softmax for an explicit mask, dropout), each with CPU and CUDA kernels.
 #include <cmath>
 #include <limits>
 
+#include "core/attention_backend.h"
 #include "core/autocast.h"
 #include "core/autograd/engine.h"
 #include "core/autograd/function.h"
 #include "core/ops.h"
+#include "core/ops/fused_attention.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
@@ -134,6 +137,21 @@ double checked_scale(const Tensor& q, std::optional<double> scale) {
 // their scores in float32 too). The price is a float32 [..., L, S] buffer while the weights are
 // made, and the casts of q and k; bfloat16, with float32's range, keeps its scores in bfloat16.
 
+std::string shapes_of(const Tensor& q, const Tensor& k) {
+  return "query " + shape_str(q.shape()) + ", key " + shape_str(k.shape());
+}
+
+// Whether this call runs on the fused kernels (core/attention_backend.h).
+bool runs_fused(const Tensor& q, const Tensor& k, const Tensor& attn_mask) {
+  const AttentionBackend backend = attention_backend();
+  if (backend == AttentionBackend::Math) return false;
+  const std::string refusal = ops::fused_attention_refusal(q, k, attn_mask);
+  EMBER_CHECK(refusal.empty() || backend == AttentionBackend::Auto, "[", kOp, "] the fused backend was chosen "
+              "(set_attention_backend or EMBER_ATTENTION_BACKEND) but cannot take this call: ", refusal, " (",
+              shapes_of(q, k), ")");
+  return refusal.empty();
+}
+
 // The weights, with the inputs checked and cast already.
 Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool is_causal, double scale) {
   if (q.dtype() == kFloat16) {
@@ -153,7 +171,7 @@ Tensor weights(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool i
 }  // namespace
 
 // Note [What attention saves]
-// The attention is composed so that its backward keeps what PyTorch's math path keeps, no more:
+// The math path is composed so that its backward keeps what PyTorch's math path keeps, no more:
 //   scores = q @ k^T                  saves q and k^T (a view: k's memory)
 // then, with no explicit mask (causal or not), one op (Note [Scaled causal softmax]):
 //   attn = softmax(scale * scores)    saves attn
@@ -180,6 +198,9 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& attn_ma
   if (autocast::OpCast cast{kOp, q}) return attention_weights(cast(q), cast(k), cast(attn_mask), is_causal, scale);
   check_query_and_key(q, k);
   check_mask(q, k, attn_mask, is_causal);
+  EMBER_CHECK(attention_backend() != AttentionBackend::Fused, "[", kOp, "] the attention weights were asked for "
+              "(need_weights), which only the math path makes, but the fused backend was chosen (", shapes_of(q, k),
+              "): set AttentionBackend::Auto or Math");
   return weights(q, k, attn_mask, is_causal, checked_scale(q, scale));
 }
 
@@ -192,7 +213,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_mask(q, k, attn_mask, is_causal);
   EMBER_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "[", kOp, "] dropout_p has to be between 0 and 1, but got ",
               dropout_p);
-  return matmul(dropout(weights(q, k, attn_mask, is_causal, checked_scale(q, scale)), dropout_p), v);
+  const double s = checked_scale(q, scale);
+  if (runs_fused(q, k, attn_mask)) return ops::fused_attention(q, k, v, attn_mask, dropout_p, is_causal, s);
+  return matmul(dropout(weights(q, k, attn_mask, is_causal, s), dropout_p), v);
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
