@@ -18,7 +18,10 @@ targets, zero_grad, backward, optimizer step, scheduler step, and reading back t
 number of correct next-token guesses for the progress figures. Flags after "--" go to train_gpt
 (for example -- --train-limit 4800 --layers 4); --threads and --sample-chars 0 are added.
 
-Run with Debian's /usr/bin/python3 (python3-torch). The model, as examples/gpt.cpp builds it:
+Run with PyTorch 2.15 (README's virtualenv): its attention is F.scaled_dot_product_attention(
+is_causal=True), the anchor, and the same attention written out with a softmax, a second column.
+Debian's /usr/bin/python3 (python3-torch 1.13, which has no SDPA) gives the second column only.
+The model, as examples/gpt.cpp builds it:
 token + position embeddings, dropout, pre-LayerNorm blocks (x + attn(ln1(x)), then
 h + mlp(ln2(h)); causal multi-head attention with a fused qkv projection and dropout after the
 output projection; MLP d -> 4d, exact GELU, 4d -> d, dropout), a final LayerNorm and an untied
@@ -57,7 +60,9 @@ def run_ember(train_gpt, threads, flags, export_dir):
             for k, v in (field.split("=", 1) for field in result[-1].split()[1:])}
 
 
-def make_gpt(torch, cfg):
+def make_gpt(torch, cfg, attention="sdpa"):
+    """The GPT; attention "sdpa" is F.scaled_dot_product_attention(is_causal=True) (PyTorch's fused
+    kernel, what a user writes), "math" the same attention written out with a softmax."""
     nn, F = torch.nn, torch.nn.functional
 
     class Attention(nn.Module):
@@ -71,9 +76,12 @@ def make_gpt(torch, cfg):
             b, t, d = x.shape
             q, k, v = (part.reshape(b, t, self.heads, d // self.heads).transpose(1, 2)
                        for part in self.qkv(x).chunk(3, dim=-1))
-            scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads)
-            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            y = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
+            if attention == "sdpa":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads)
+                causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+                y = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
             return F.dropout(self.out_proj(y.transpose(1, 2).reshape(b, t, d)), self.p, self.training)
 
     class Block(nn.Module):
@@ -106,8 +114,9 @@ def make_gpt(torch, cfg):
     return GPT(cfg)
 
 
-def run_torch(torch, export_dir, threads):
-    """Trains on the exported run; returns (validation loss, training tokens per second, steps)."""
+def run_torch(torch, export_dir, threads, attention):
+    """Trains on the exported run with `attention` (make_gpt); returns (validation loss, training
+    tokens per second, steps)."""
     from make_safetensors_fixtures import read_safetensors
 
     torch.set_num_threads(threads)
@@ -116,7 +125,7 @@ def run_torch(torch, export_dir, threads):
     init, meta = read_safetensors(os.path.join(export_dir, "init.safetensors"))
     data, _ = read_safetensors(os.path.join(export_dir, "batches.safetensors"))
     cfg = {k: (float(v) if k in ("dropout", "lr", "weight_decay") else int(v)) for k, v in meta.items()}
-    model = make_gpt(torch, cfg)
+    model = make_gpt(torch, cfg, attention)
     model.load_state_dict(init, strict=True)
 
     linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
@@ -170,29 +179,38 @@ def main():
         sys.exit(f"compare_gpt.py: {args.train_gpt} is not an executable; build train_gpt first or pass its path")
     load_before = [round(v, 2) for v in os.getloadavg()]
     rounds = []
+    # The anchor is the attention a PyTorch user writes, F.scaled_dot_product_attention (PyTorch
+    # 2.0 and later); the written-out math attention is the second column.
+    attentions = ["sdpa", "math"] if hasattr(torch.nn.functional, "scaled_dot_product_attention") else ["math"]
     with tempfile.TemporaryDirectory(prefix="compare_gpt.") as export_dir:
         for r in range(args.rounds):
             ember = run_ember(args.train_gpt, args.threads, args.flags, export_dir if r == 0 else None)
-            torch_loss, torch_tps, steps = run_torch(torch, export_dir, args.threads)
-            rounds.append({"ember_val_loss": ember["val_loss"], "ember_tokens_per_s": ember["tokens_per_s"],
-                           "torch_val_loss": torch_loss, "torch_tokens_per_s": torch_tps, "steps": steps,
-                           "load": [round(v, 2) for v in os.getloadavg()]})
-            print(f"round {r + 1}: ember val loss {ember['val_loss']:.4f}, {ember['tokens_per_s']:.0f} tok/s; "
-                  f"torch val loss {torch_loss:.4f}, {torch_tps:.0f} tok/s; load {rounds[-1]['load']}", flush=True)
+            row = {"ember_val_loss": ember["val_loss"], "ember_tokens_per_s": ember["tokens_per_s"],
+                   "ember_attention": ember.get("attention", "math")}
+            for attention in attentions:
+                loss, tps, steps = run_torch(torch, export_dir, args.threads, attention)
+                row.update({f"torch_{attention}_val_loss": loss, f"torch_{attention}_tokens_per_s": tps, "steps": steps})
+            row["load"] = [round(v, 2) for v in os.getloadavg()]
+            rounds.append(row)
+            print(f"round {r + 1}: ember val loss {ember['val_loss']:.4f}, {ember['tokens_per_s']:.0f} tok/s; " +
+                  "; ".join(f"torch {a} val loss {row[f'torch_{a}_val_loss']:.4f}, "
+                            f"{row[f'torch_{a}_tokens_per_s']:.0f} tok/s" for a in attentions) +
+                  f"; load {row['load']}", flush=True)
 
     def median(key):
         return statistics.median(r[key] for r in rounds)
 
-    ember_loss, torch_loss = median("ember_val_loss"), median("torch_val_loss")
-    ember_tps, torch_tps = median("ember_tokens_per_s"), median("torch_tokens_per_s")
+    ember_loss, ember_tps = median("ember_val_loss"), median("ember_tokens_per_s")
     print(f"\ntrain_gpt {' '.join(args.flags)} --threads {args.threads}: {rounds[0]['steps']} steps, "
-          f"{args.rounds} round(s), torch {torch.__version__}, load average {load_before} before")
-    print("| side    | val loss | tokens/s (median) |")
-    print("|---------|---------:|------------------:|")
-    print(f"| ember   | {ember_loss:8.4f} | {ember_tps:17.0f} |")
-    print(f"| PyTorch | {torch_loss:8.4f} | {torch_tps:17.0f} |")
-    print(f"val loss difference ember - PyTorch: {ember_loss - torch_loss:+.4f}; "
-          f"speed ember / PyTorch: {ember_tps / torch_tps:.2f}x")
+          f"{args.rounds} round(s), torch {torch.__version__}, ember attention {rounds[0]['ember_attention']}, "
+          f"load average {load_before} before")
+    print("| side                  | val loss | tokens/s (median) | ember's speed / this side's |")
+    print("|-----------------------|---------:|------------------:|----------------------------:|")
+    print(f"| ember                 | {ember_loss:8.4f} | {ember_tps:17.0f} |                             |")
+    for attention in attentions:
+        loss, tps = median(f"torch_{attention}_val_loss"), median(f"torch_{attention}_tokens_per_s")
+        label = "PyTorch, SDPA" if attention == "sdpa" else "PyTorch, math attention"
+        print(f"| {label:21s} | {loss:8.4f} | {tps:17.0f} | {ember_tps / tps:26.2f}x |")
     if args.json:
         save_rounds_json(args.json, args, torch, load_before, rounds)
     return 0

@@ -9,12 +9,16 @@
 //   Fused: always fused; a call it cannot take is an ember::Error that says why.
 // The environment variable EMBER_ATTENTION_BACKEND=auto|math|fused sets the starting choice; a bad
 // value makes every attention call fail, naming it, until the program sets the backend itself.
+#include "core/device.h"
+
 namespace ember {
 
 enum class AttentionBackend { Auto, Math, Fused };
 void set_attention_backend(AttentionBackend backend);
 AttentionBackend attention_backend();
 const char* attention_backend_name(AttentionBackend backend);  // "auto", "math", "fused"
+// Whether `device` has fused attention kernels in this build (the CPU does; CUDA not yet).
+bool has_fused_attention(Device device);
 
 // Sets the backend for a scope and restores the one before (PyTorch's `with sdpa_kernel(...)`).
 class AttentionBackendGuard {

@@ -5,10 +5,13 @@
 //   ./train_gpt                                    4 blocks, d = 128, 4 heads, context 128
 //   ./train_gpt --checkpoint blocks                each TransformerBlock but the last checkpointed
 //   ./train_gpt --amp bf16                         under bfloat16 autocast (examples/training.h)
+//   ./train_gpt --context 1024 --attention math    long windows; attention on the math path instead of
+//                                                  the fused kernels (core/attention_backend.h)
 // --checkpoint none|blocks|sqrt|budget=MB as train_resnet (examples/checkpoint_mode.h), and the
 // common flags of examples/training.h: an "epoch" is one pass over the training windows, and
 // --train-limit counts windows. The last line printed is machine-readable:
 //   result val_loss=... bpc=... steps=... tokens_per_s=... peak_bytes=... checkpoint=... step_peak_bytes=... amp=...
+//   attention=...
 // (peak_bytes: the device's peak over the run; step_peak_bytes: a training step's, above what was
 // live before it, which is what --checkpoint budget=MB bounds).
 // --sweep trains nothing: it measures training steps (forward and backward) of 4, 8 and 16 blocks
@@ -48,6 +51,7 @@ struct Settings {
   int64_t top_k = 10;
   std::string prompt = "The ";
   std::string checkpoint = "none";
+  std::string attention = "auto";
   bool sweep = false;
   int sweep_rounds = 5;
   std::string export_dir;
@@ -83,6 +87,10 @@ void add_gpt_flags(CLI::App& app, Settings& s) {
       ->capture_default_str();
   app.add_option("--prompt", s.prompt, "the text the sample continues")->capture_default_str();
   app.add_option("--checkpoint", s.checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
+  app.add_option("--attention", s.attention, "attention backend: auto (fused where it applies), math or fused "
+                                             "(core/attention_backend.h)")
+      ->check(CLI::IsMember({"auto", "math", "fused"}))
+      ->capture_default_str();
   app.add_option("--export", s.export_dir,
                  "write the initial weights, every training batch in order and the validation windows to "
                  "this folder (bench/compare_gpt.py trains PyTorch on them)");
@@ -106,6 +114,12 @@ std::unique_ptr<optim::LRScheduler> warmup_cosine(optim::Optimizer& optimizer, i
 }
 
 std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+// What --attention ran: math or fused, and for auto the one it picked on `device`.
+const char* attention_path(const std::string& choice, Device device) {
+  if (choice != "auto") return choice.c_str();
+  return has_fused_attention(device) ? "auto(fused)" : "auto(math)";
+}
 
 // --sweep: per depth, the three modes' models (the same seed, so the same weights) and random
 // tokens, one untimed step each, then --sweep-rounds rounds of one timed training step (forward,
@@ -196,6 +210,9 @@ int main(int argc, char** argv) {
   add_gpt_flags(app, s);
   return examples::run_main(app, argc, argv, "train_gpt", [&] {
     const examples::CheckpointMode mode = examples::parse_checkpoint_mode(s.checkpoint, "train_gpt");
+    set_attention_backend(s.attention == "math"    ? AttentionBackend::Math
+                          : s.attention == "fused" ? AttentionBackend::Fused
+                                                   : AttentionBackend::Auto);
     const Device device = examples::setup(config);
 
     const std::string text = examples::read_fortunes(config.data.empty() ? examples::kFortunesDir : config.data);
@@ -263,9 +280,9 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.top_k), static_cast<unsigned long long>(config.seed), story.c_str());
     }
     std::printf("result val_loss=%.4f bpc=%.4f steps=%lld tokens_per_s=%.0f peak_bytes=%lld checkpoint=%s "
-                "step_peak_bytes=%lld amp=%s\n",
+                "step_peak_bytes=%lld amp=%s attention=%s\n",
                 r.test_loss, bpc, static_cast<long long>(total_steps), r.images_per_s,
                 static_cast<long long>(r.peak_bytes), s.checkpoint.c_str(), static_cast<long long>(r.step_peak_bytes),
-                config.amp.c_str());
+                config.amp.c_str(), attention_path(s.attention, device));
   });
 }

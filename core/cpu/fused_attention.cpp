@@ -1,7 +1,7 @@
 // CPU kernels of fused attention (Note [Fused attention] in core/ops/fused_attention.cpp): the
 // forward walks key tiles with an online softmax, the backward recomputes each tile's weights
-// from the saved log-sum-exp. float and double; bfloat16 and float16 are staged through float32
-// by the kernel table (their products and sums would run in float32 anyway).
+// from the saved log-sum-exp. float and double compute in their own type; bfloat16 and float16
+// in float32, a tile at a time (Note [Attention tiles on the CPU]).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -31,6 +31,11 @@ using MaskKind = kernels::AttentionMaskLayout::Kind;
 // fixed order by one thread: the results are the same bits for any thread count. Its scratch is
 // three tiles (the weights, the dropped weights, the gradient of the scores); nothing in either
 // direction grows with L * S.
+// bfloat16 and float16 operands are widened to float32 a tile at a time as the products need
+// them (a key tile is widened again for each query tile: E / 128 of the tile's product work), and
+// results are added up in float32 and rounded once: a forward task's output rows, a backward
+// task's dq, dk and dv, which for 16-bit inputs are float32 buffers of the matrix's [L, E] and
+// [S, E] size, O(L) as the rest.
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 256;
 
@@ -119,19 +124,56 @@ C dot_row(const C* a, const C* b, int64_t n) {
   return static_cast<C>(reduce_row<SumOp<C>>(n, [a, b](int64_t e) { return a[e] * b[e]; }));
 }
 
-// One attention matrix's operands, from the kernel's tensors.
-template <class C, class M>
+// A run of n elements as the compute type C: the run itself when it is stored as C, else a copy
+// widened into `scratch` (a 16-bit tile, converted as it is used: Note [Attention tiles on the CPU]).
+template <class C, class T>
+const C* widened(const T* p, int64_t n, std::vector<C>& scratch) {
+  if constexpr (std::is_same_v<T, C>) {
+    return p;
+  } else {
+    scratch.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) scratch[static_cast<size_t>(i)] = static_cast<C>(p[i]);
+    return scratch.data();
+  }
+}
+
+// Where a result of n elements stored as T is added up in C: in place when T is C, else in
+// `scratch`, zeroed; finish() rounds it into place once.
+template <class C, class T>
+struct Accumulator {
+  T* place;
+  int64_t n;
+  std::vector<C> scratch;
+  C* data;
+  Accumulator(T* place, int64_t n) : place(place), n(n) {
+    if constexpr (std::is_same_v<T, C>) {
+      data = place;
+    } else {
+      scratch.resize(static_cast<size_t>(n));
+      data = scratch.data();
+    }
+    std::fill(data, data + n, C(0));
+  }
+  void finish() {
+    if constexpr (!std::is_same_v<T, C>)
+      for (int64_t i = 0; i < n; ++i) place[i] = static_cast<T>(data[i]);
+  }
+};
+
+// One attention matrix's operands, from the kernel's tensors: stored as T, computed in C.
+template <class T, class M>
 struct Matrix {
+  using C = math::Compute<T>;
   const AttentionSpec& spec;
-  const C *q, *k, *v;
+  const T *q, *k, *v;
   const M* mask;  // element (0, 0) of this matrix's mask, or null
   int64_t b;
 
   Matrix(const AttentionSpec& spec, const Tensor& tq, const Tensor& tk, const Tensor& tv, const Tensor& tmask, int64_t b)
       : spec(spec),
-        q(tq.data<C>() + b * spec.L * spec.head_dim),
-        k(tk.data<C>() + b * spec.S * spec.head_dim),
-        v(tv.data<C>() + b * spec.S * spec.value_dim),
+        q(tq.data<T>() + b * spec.L * spec.head_dim),
+        k(tk.data<T>() + b * spec.S * spec.head_dim),
+        v(tv.data<T>() + b * spec.S * spec.value_dim),
         mask(nullptr),
         b(b) {
     if constexpr (!std::is_same_v<M, NoMask>) mask = tmask.data<M>() + spec.mask.base(b);
@@ -146,86 +188,91 @@ struct Matrix {
   int64_t visible(int64_t i, int64_t j0, int64_t cols) const {
     return std::clamp<int64_t>(spec.visible_keys(i) - j0, 0, cols);
   }
-  // s = q[i0 .. i0 + rows) k[j0 .. j0 + cols)^T, scaled and masked, row stride kKeyTile.
-  void scores(int64_t i0, int64_t rows, int64_t j0, int64_t cols, C* s) const {
+  // s = q_tile k[j0 .. j0 + cols)^T for the query rows [i0, i0 + rows) (q_tile, in C), scaled and
+  // masked, row stride kKeyTile. k_tile receives the key tile in C, for the caller's products.
+  const C* scores(const C* q_tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols, C* s,
+                  std::vector<C>& k_scratch) const {
     const int64_t e = spec.head_dim;
-    gemm(false, true, rows, cols, e, q + i0 * e, e, k + j0 * e, e, C(0), s, kKeyTile);
+    const C* k_tile = widened(k + j0 * e, cols * e, k_scratch);
+    gemm(false, true, rows, cols, e, q_tile, e, k_tile, e, C(0), s, kKeyTile);
     const C scale = static_cast<C>(spec.scale);
     for (int64_t r = 0; r < rows; ++r)
       simd_dispatch([&] { scale_and_mask(s + r * kKeyTile, visible(i0 + r, j0, cols), cols, scale, mask_row(i0 + r, j0)); });
+    return k_tile;
   }
 };
 
-template <class C, class M>
-void forward_task(const Matrix<C, M>& x, int64_t i0, C* out, C* lse) {
+template <class T, class M, class C = math::Compute<T>>
+void forward_task(const Matrix<T, M>& x, int64_t i0, T* out, C* lse) {
   const AttentionSpec& spec = x.spec;
-  const int64_t rows = std::min(kQueryTile, spec.L - i0), ev = spec.value_dim;
+  const int64_t rows = std::min(kQueryTile, spec.L - i0), e = spec.head_dim, ev = spec.value_dim;
   const bool dropout = spec.dropout_p > 0;
   const C kept_scale = static_cast<C>(1.0 / (1.0 - spec.dropout_p));
-  std::vector<C> s(static_cast<size_t>(kQueryTile * kKeyTile));
+  std::vector<C> s(static_cast<size_t>(kQueryTile * kKeyTile)), q_scratch, k_scratch, v_scratch;
   std::vector<uint8_t> keep(dropout ? kKeyTile : 0);
   C m[kQueryTile], l[kQueryTile];
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
-  C* o = out + (x.b * spec.L + i0) * ev;
-  std::fill(o, o + rows * ev, C(0));
+  const C* q_tile = widened(x.q + i0 * e, rows * e, q_scratch);
+  Accumulator<C, T> o(out + (x.b * spec.L + i0) * ev, rows * ev);
   const int64_t key_end = x.key_end(i0, rows);
   for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
     const int64_t cols = std::min(kKeyTile, key_end - j0);
-    x.scores(i0, rows, j0, cols, s.data());
+    x.scores(q_tile, i0, rows, j0, cols, s.data(), k_scratch);
     for (int64_t r = 0; r < rows; ++r) {
       C* sr = s.data() + r * kKeyTile;
-      simd_dispatch([&] { online_softmax_row(sr, cols, m[r], l[r], o + r * ev, ev); });
+      simd_dispatch([&] { online_softmax_row(sr, cols, m[r], l[r], o.data + r * ev, ev); });
       if (dropout) {
         dropout_keep_row(spec, x.b, i0 + r, j0, cols, keep.data());
         simd_dispatch([&] { apply_dropout(sr, keep.data(), cols, kept_scale, sr); });
       }
     }
-    gemm(false, false, rows, ev, cols, s.data(), kKeyTile, x.v + j0 * ev, ev, C(1), o, ev);
+    const C* v_tile = widened(x.v + j0 * ev, cols * ev, v_scratch);
+    gemm(false, false, rows, ev, cols, s.data(), kKeyTile, v_tile, ev, C(1), o.data, ev);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    C* orow = o + r * ev;
+    C* orow = o.data + r * ev;
     if (l[r] > C(0) || l[r] != l[r]) {  // (a NaN sum stays NaN)
       const C inv = C(1) / l[r];
-      for (int64_t e = 0; e < ev; ++e) orow[e] *= inv;
+      for (int64_t c = 0; c < ev; ++c) orow[c] *= inv;
       lse[x.b * spec.L + i0 + r] = m[r] + vmath::log(l[r]);
     } else {
       std::fill(orow, orow + ev, C(0));  // a row that attends to nothing
       lse[x.b * spec.L + i0 + r] = std::numeric_limits<C>::infinity();
     }
   }
+  o.finish();
 }
 
 struct Gradients {
   const Tensor &g, &out, &lse, &grad_q, &grad_k, &grad_v;
 };
 
-template <class C, class M>
-void backward_task(const Matrix<C, M>& x, const Gradients& t) {
+template <class T, class M, class C = math::Compute<T>>
+void backward_task(const Matrix<T, M>& x, const Gradients& t) {
   const AttentionSpec& spec = x.spec;
   const int64_t L = spec.L, S = spec.S, e = spec.head_dim, ev = spec.value_dim, b = x.b;
-  const C* g = t.g.data<C>() + b * L * ev;
-  const C* o = t.out.data<C>() + b * L * ev;
+  const T* g = t.g.data<T>() + b * L * ev;
+  const T* o = t.out.data<T>() + b * L * ev;
   const C* lse = t.lse.data<C>() + b * L;
-  C* gq = t.grad_q.data<C>() + b * L * e;
-  C* gk = t.grad_k.data<C>() + b * S * e;
-  C* gv = t.grad_v.data<C>() + b * S * ev;
-  std::fill(gq, gq + L * e, C(0));
-  std::fill(gk, gk + S * e, C(0));
-  std::fill(gv, gv + S * ev, C(0));
+  Accumulator<C, T> gq(t.grad_q.data<T>() + b * L * e, L * e), gk(t.grad_k.data<T>() + b * S * e, S * e),
+      gv(t.grad_v.data<T>() + b * S * ev, S * ev);
   const bool dropout = spec.dropout_p > 0;
   const C kept_scale = static_cast<C>(1.0 / (1.0 - spec.dropout_p)), scale = static_cast<C>(spec.scale);
   const auto tile = static_cast<size_t>(kQueryTile * kKeyTile);
-  std::vector<C> p(tile), dp(tile), dropped(dropout ? tile : 0);
+  std::vector<C> p(tile), dp(tile), dropped(dropout ? tile : 0), q_scratch, g_scratch, o_scratch, k_scratch, v_scratch;
   std::vector<uint8_t> keep(dropout ? tile : 0);
   C d[kQueryTile];
   for (int64_t i0 = 0; i0 < L; i0 += kQueryTile) {
     const int64_t rows = std::min(kQueryTile, L - i0);
-    for (int64_t r = 0; r < rows; ++r) d[r] = dot_row(g + (i0 + r) * ev, o + (i0 + r) * ev, ev);
+    const C* q_tile = widened(x.q + i0 * e, rows * e, q_scratch);
+    const C* g_tile = widened(g + i0 * ev, rows * ev, g_scratch);
+    const C* o_tile = widened(o + i0 * ev, rows * ev, o_scratch);
+    for (int64_t r = 0; r < rows; ++r) d[r] = dot_row(g_tile + r * ev, o_tile + r * ev, ev);
     const int64_t key_end = x.key_end(i0, rows);
     for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
       const int64_t cols = std::min(kKeyTile, key_end - j0);
-      x.scores(i0, rows, j0, cols, p.data());
+      const C* k_tile = x.scores(q_tile, i0, rows, j0, cols, p.data(), k_scratch);
       for (int64_t r = 0; r < rows; ++r) {
         C* pr = p.data() + r * kKeyTile;
         simd_dispatch([&] { weights_from_lse(pr, cols, lse[i0 + r]); });
@@ -236,9 +283,10 @@ void backward_task(const Matrix<C, M>& x, const Gradients& t) {
         }
       }
       // dv_j += (dropped weights)^T g_i; dp = g_i v_j^T
-      gemm(true, false, cols, ev, rows, dropout ? dropped.data() : p.data(), kKeyTile, g + i0 * ev, ev, C(1),
-           gv + j0 * ev, ev);
-      gemm(false, true, rows, cols, ev, g + i0 * ev, ev, x.v + j0 * ev, ev, C(0), dp.data(), kKeyTile);
+      const C* v_tile = widened(x.v + j0 * ev, cols * ev, v_scratch);
+      gemm(true, false, cols, ev, rows, dropout ? dropped.data() : p.data(), kKeyTile, g_tile, ev, C(1),
+           gv.data + j0 * ev, ev);
+      gemm(false, true, rows, cols, ev, g_tile, ev, v_tile, ev, C(0), dp.data(), kKeyTile);
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* kr = dropout ? keep.data() + r * kKeyTile : nullptr;
         simd_dispatch([&] {
@@ -246,24 +294,26 @@ void backward_task(const Matrix<C, M>& x, const Gradients& t) {
         });
       }
       // dq_i += ds k_j; dk_j += ds^T q_i
-      gemm(false, false, rows, e, cols, dp.data(), kKeyTile, x.k + j0 * e, e, C(1), gq + i0 * e, e);
-      gemm(true, false, cols, e, rows, dp.data(), kKeyTile, x.q + i0 * e, e, C(1), gk + j0 * e, e);
+      gemm(false, false, rows, e, cols, dp.data(), kKeyTile, k_tile, e, C(1), gq.data + i0 * e, e);
+      gemm(true, false, cols, e, rows, dp.data(), kKeyTile, q_tile, e, C(1), gk.data + j0 * e, e);
     }
   }
+  gq.finish();
+  gk.finish();
+  gv.finish();
 }
 
-// Runs fn<C, M>() for the compute type of q (float or double) and the mask's kind.
+// Runs fn<T, M>() for q's dtype and the mask's kind.
 template <class Fn>
 void dispatch_attention(const Tensor& q, const AttentionSpec& spec, Fn fn) {
-  auto with_mask = [&]<class C>() {
+  dispatch_floating_or_sixteen_bit(q.dtype(), "fused_attention", [&]<class T>() {
+    using C = math::Compute<T>;
     switch (spec.mask.kind) {
-      case MaskKind::None: return fn.template operator()<C, NoMask>();
-      case MaskKind::Allowed: return fn.template operator()<C, uint8_t>();
-      case MaskKind::Additive: return fn.template operator()<C, C>();
+      case MaskKind::None: return fn.template operator()<T, NoMask>();
+      case MaskKind::Allowed: return fn.template operator()<T, uint8_t>();
+      case MaskKind::Additive: return fn.template operator()<T, C>();
     }
-  };
-  if (q.dtype() == kFloat64) with_mask.template operator()<double>();
-  else with_mask.template operator()<float>();
+  });
 }
 
 // Runs task(i) for i in [0, n) over the team. The region is entered whenever there are tasks to
@@ -277,12 +327,14 @@ void for_each_task(int64_t n, int64_t work, Fn task) {
 
 void fused_attention_forward_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                  const AttentionSpec& spec, const Tensor& out, const Tensor& lse) {
-  dispatch_attention(q, spec, [&]<class C, class M>() {
+  dispatch_attention(q, spec, [&]<class T, class M>() {
+    using C = math::Compute<T>;
     const int64_t tiles = (spec.L + kQueryTile - 1) / kQueryTile;
     const int64_t work = spec.batch * spec.L * spec.S * (spec.head_dim + spec.value_dim);
-    C *po = out.data<C>(), *plse = lse.data<C>();
+    T* po = out.data<T>();
+    C* plse = lse.data<C>();
     for_each_task(spec.batch * tiles, work, [&](int64_t task) {
-      const Matrix<C, M> x(spec, q, k, v, mask, task / tiles);
+      const Matrix<T, M> x(spec, q, k, v, mask, task / tiles);
       forward_task(x, task % tiles * kQueryTile, po, plse);
     });
   });
@@ -292,15 +344,17 @@ void fused_attention_backward_cpu(const Tensor& q, const Tensor& k, const Tensor
                                   const AttentionSpec& spec, const Tensor& out, const Tensor& lse, const Tensor& g,
                                   const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
   const Gradients grads{g, out, lse, grad_q, grad_k, grad_v};
-  dispatch_attention(q, spec, [&]<class C, class M>() {
+  dispatch_attention(q, spec, [&]<class T, class M>() {
     const int64_t work = spec.batch * spec.L * spec.S * (spec.head_dim + spec.value_dim);
-    for_each_task(spec.batch, work, [&](int64_t b) { backward_task(Matrix<C, M>(spec, q, k, v, mask, b), grads); });
+    for_each_task(spec.batch, work, [&](int64_t b) { backward_task(Matrix<T, M>(spec, q, k, v, mask, b), grads); });
   });
 }
 
 const bool registered =
-    kernels::add_kernel(kernels::fused_attention_forward, DeviceType::CPU, &fused_attention_forward_cpu) &&
-    kernels::add_kernel(kernels::fused_attention_backward, DeviceType::CPU, &fused_attention_backward_cpu);
+    kernels::add_kernel(kernels::fused_attention_forward, DeviceType::CPU, &fused_attention_forward_cpu,
+                        kernels::SixteenBit::Native) &&
+    kernels::add_kernel(kernels::fused_attention_backward, DeviceType::CPU, &fused_attention_backward_cpu,
+                        kernels::SixteenBit::Native);
 
 }  // namespace
 }  // namespace ember::cpu

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/check.h"
+#include "core/kernels/fused_attention.h"
 
 namespace ember {
 namespace {
@@ -64,5 +65,7 @@ const char* attention_backend_name(AttentionBackend backend) {
   }
   return "";
 }
+
+bool has_fused_attention(Device device) { return kernels::fused_attention_forward.has(device.type); }
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/attention_backend.h"
 #include "core/autograd/function.h"
 #include "core/autograd/grad_mode.h"
 #include "core/generator.h"
@@ -179,7 +180,7 @@ struct FusedAttention : Function<FusedAttention> {
 }  // namespace
 
 std::string fused_attention_refusal(const Tensor& q, const Tensor& k, const Tensor& attn_mask) {
-  if (!kernels::fused_attention_forward.has(q.device().type))
+  if (!has_fused_attention(q.device()))
     return detail::concat("no fused attention kernel for ", q.device(), " in this build");
   if (attn_mask.defined()) {
     if (attn_mask.requires_grad() && is_grad_enabled())
