@@ -118,7 +118,7 @@ std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
 // What --attention ran: math or fused, and for auto the one it picked on `device`.
 const char* attention_path(const std::string& choice, Device device) {
   if (choice != "auto") return choice.c_str();
-  return has_fused_attention(device) ? "auto(fused)" : "auto(math)";
+  return auto_attention_is_fused(device) ? "auto(fused)" : "auto(math)";
 }
 
 // --sweep: per depth, the three modes' models (the same seed, so the same weights) and random

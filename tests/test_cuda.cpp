@@ -967,6 +967,44 @@ TEST(Cuda, TransformerOpsMatchCpu) {
   }
 }
 
+// Note [Fused attention on CUDA]: the CUDA kernels, forced (Auto keeps CUDA on the math path
+// until this has run on a GPU), against the CPU's fused kernels: shapes off both devices' tiles,
+// every mask kind, causal with L != S, head dims 8 to 128, dropout (the same Philox numbers on
+// both devices, so the same mask), float32 and float64, and bfloat16 through the table's staging.
+TEST(Cuda, FusedAttentionMatchesCpu) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  AttentionBackendGuard fused(AttentionBackend::Fused);
+  struct Lengths {
+    int64_t L, S, E, Ev;
+  };
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const double tol = dtype == kFloat64 ? 1e-10 : dtype == kFloat32 ? 1e-4 : 5e-2;
+    for (const Lengths& n : {Lengths{1, 1, 8, 8}, Lengths{17, 33, 64, 64}, Lengths{70, 20, 32, 48},
+                             Lengths{40, 130, 128, 128}}) {
+      SCOPED_TRACE(testing::Message() << "L " << n.L << ", S " << n.S << ", E " << n.E << ", Ev " << n.Ev);
+      const Tensor keep = rand({2, 1, n.L, n.S}) > 0.3, padding = rand({2, 1, 1, n.S}) > 0.2;
+      const Tensor bias = randn({n.L, n.S}).to(dtype == kBFloat16 ? kBFloat16 : dtype);
+      expect_same_forward_backward([&](const std::vector<Tensor>& v) {
+        const Device d = v[0].device();
+        manual_seed(5);
+        return scaled_dot_product_attention(v[0], v[1], v[2]) +
+               scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), 0.0, true, 0.4) +
+               scaled_dot_product_attention(v[0], v[1], v[2], keep.to(d)) +
+               scaled_dot_product_attention(v[0], v[1], v[2], padding.to(d), 0.2, false) +
+               scaled_dot_product_attention(v[0], v[1], v[2], bias.to(d));
+      }, {randn({2, 3, n.L, n.E}).to(dtype), randn({2, 3, n.S, n.E}).to(dtype), randn({2, 3, n.S, n.Ev}).to(dtype)},
+         tol);
+    }
+  }
+  // And against CUDA's own math path.
+  const Tensor q = randn({2, 2, 37, 16}, TensorOptions(kFloat64).with_device(kCUDA));
+  const Tensor k = randn({2, 2, 50, 16}, TensorOptions(kFloat64).with_device(kCUDA));
+  const Tensor got = scaled_dot_product_attention(q, k, k, Tensor(), 0.0, true);
+  AttentionBackendGuard math(AttentionBackend::Math);
+  expect_matches(got, scaled_dot_product_attention(q, k, k, Tensor(), 0.0, true), 1e-10);
+}
+
 TEST(Cuda, EmbeddingMatchesCpuBitwise) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   // Many repeated ids: the sorted runs add their rows in the CPU's order (Note [Embedding ids on

@@ -142,10 +142,10 @@ std::string shapes_of(const Tensor& q, const Tensor& k) {
 }
 
 // Whether this call runs on the fused kernels (core/attention_backend.h).
-bool runs_fused(const Tensor& q, const Tensor& k, const Tensor& attn_mask) {
+bool runs_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask) {
   const AttentionBackend backend = attention_backend();
   if (backend == AttentionBackend::Math) return false;
-  const std::string refusal = ops::fused_attention_refusal(q, k, attn_mask);
+  const std::string refusal = ops::fused_attention_refusal(q, k, v, attn_mask, backend);
   EMBER_CHECK(refusal.empty() || backend == AttentionBackend::Auto, "[", kOp, "] the fused backend was chosen "
               "(set_attention_backend or EMBER_ATTENTION_BACKEND) but cannot take this call: ", refusal, " (",
               shapes_of(q, k), ")");
@@ -214,7 +214,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   EMBER_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "[", kOp, "] dropout_p has to be between 0 and 1, but got ",
               dropout_p);
   const double s = checked_scale(q, scale);
-  if (runs_fused(q, k, attn_mask)) return ops::fused_attention(q, k, v, attn_mask, dropout_p, is_causal, s);
+  if (runs_fused(q, k, v, attn_mask)) return ops::fused_attention(q, k, v, attn_mask, dropout_p, is_causal, s);
   return matmul(dropout(weights(q, k, attn_mask, is_causal, s), dropout_p), v);
 }
 

@@ -68,4 +68,6 @@ const char* attention_backend_name(AttentionBackend backend) {
 
 bool has_fused_attention(Device device) { return kernels::fused_attention_forward.has(device.type); }
 
+bool auto_attention_is_fused(Device device) { return device.is_cpu() && has_fused_attention(device); }
+
 }  // namespace ember

@@ -58,11 +58,14 @@ using kernels::AttentionSpec;
 // float64), masks of uint8 or of the query's dtype that broadcast over any leading dims (read
 // through their broadcast strides, never copied to the scores' size), is_causal with L != S,
 // scale and dropout. It gives no gradient to an additive mask: a mask that requires one goes to
-// the math path (as PyTorch's fused kernels do), and so does a device without a fused kernel.
+// the math path (as PyTorch's fused kernels do), and so does a device without a fused kernel
+// (and CUDA under Auto, for now: Note [Fused attention on CUDA] in cuda/fused_attention.cu).
 
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
+// Its tiles of q, k, v and the gradients' sums live in shared memory (cuda/fused_attention.cu).
+constexpr int64_t kMaxCudaHeadDim = 128;
 
 // The mask broadcast to the scores' shape, described for the kernels: leading dims of size 1
 // dropped and neighbours whose strides chain merged. nullopt when more than kMaxDims remain.
@@ -179,9 +182,17 @@ struct FusedAttention : Function<FusedAttention> {
 
 }  // namespace
 
-std::string fused_attention_refusal(const Tensor& q, const Tensor& k, const Tensor& attn_mask) {
+std::string fused_attention_refusal(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    AttentionBackend backend) {
   if (!has_fused_attention(q.device()))
     return detail::concat("no fused attention kernel for ", q.device(), " in this build");
+  if (backend == AttentionBackend::Auto && !auto_attention_is_fused(q.device()))
+    return detail::concat("Auto does not run the fused kernels on ", q.device(), " yet");
+  if (q.device().is_cuda()) {  // Note [Fused attention on CUDA] in cuda/fused_attention.cu
+    if (q.size(-1) > kMaxCudaHeadDim || v.size(-1) > kMaxCudaHeadDim)
+      return detail::concat("the CUDA kernel takes head dims up to ", kMaxCudaHeadDim, ", got ", q.size(-1),
+                            " and ", v.size(-1));
+  }
   if (attn_mask.defined()) {
     if (attn_mask.requires_grad() && is_grad_enabled())
       return "the additive attn_mask requires a gradient, which the fused kernels do not compute";
