@@ -56,6 +56,13 @@ __device__ T masked_score(const AttentionSpec& spec, const M* mask, const T* q_r
   }
 }
 
+// Matrix b's mask element (0, 0), or null without a mask.
+template <class M>
+__device__ const M* matrix_mask(const M* base, const AttentionSpec& spec, int64_t b) {
+  if constexpr (std::is_same_v<M, NoMask>) return nullptr;
+  else return base + spec.mask.base(b);
+}
+
 // Copies rows [first, first + count) of a [n, width] matrix into shared memory as [tile, width],
 // zeros past count.
 template <class T>
@@ -79,8 +86,7 @@ __global__ void forward_kernel(const T* q, const T* k, const T* v, const M* mask
   T* m = ss + kRows * kCols;                     // [kRows] running maxima
   T* l = m + kRows;                              // [kRows] running sums
   T* alpha = l + kRows;                          // [kRows] this tile's rescaling
-  const M* mask = nullptr;
-  if constexpr (!std::is_same_v<M, NoMask>) mask = mask_base + spec.mask.base(b);
+  const M* mask = matrix_mask(mask_base, spec, b);
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int rows = static_cast<int>(min(static_cast<int64_t>(kRows), L - i0));
   load_rows(q + b * L * E, i0, rows, kRows, E, qs);
@@ -216,8 +222,7 @@ __global__ void key_grads_kernel(const T* q, const T* k, const T* v, const M* ma
   extern __shared__ unsigned char shared_bytes[];
   const int64_t E = spec.head_dim, Ev = spec.value_dim, L = spec.L, S = spec.S, b = blockIdx.y;
   BackwardTiles<T> t(shared_bytes, E, Ev);
-  const M* mask = nullptr;
-  if constexpr (!std::is_same_v<M, NoMask>) mask = mask_base + spec.mask.base(b);
+  const M* mask = matrix_mask(mask_base, spec, b);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kCols;
   const int cols = static_cast<int>(min(static_cast<int64_t>(kCols), S - j0));
   load_rows(k + b * S * E, j0, cols, kCols, E, t.ks);
@@ -258,8 +263,7 @@ __global__ void query_grads_kernel(const T* q, const T* k, const T* v, const M* 
   extern __shared__ unsigned char shared_bytes[];
   const int64_t E = spec.head_dim, Ev = spec.value_dim, L = spec.L, S = spec.S, b = blockIdx.y;
   BackwardTiles<T> t(shared_bytes, E, Ev);
-  const M* mask = nullptr;
-  if constexpr (!std::is_same_v<M, NoMask>) mask = mask_base + spec.mask.base(b);
+  const M* mask = matrix_mask(mask_base, spec, b);
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int rows = static_cast<int>(min(static_cast<int64_t>(kRows), L - i0));
   load_query_side(q, g, lse, d, b, i0, rows, spec, t);
