@@ -60,10 +60,13 @@ def run_ember(train_gpt, threads, flags, export_dir):
             for k, v in (field.split("=", 1) for field in result[-1].split()[1:])}
 
 
-def make_gpt(torch, cfg, attention="sdpa"):
+def make_gpt(torch, cfg, attention=None):
     """The GPT; attention "sdpa" is F.scaled_dot_product_attention(is_causal=True) (PyTorch's fused
-    kernel, what a user writes), "math" the same attention written out with a softmax."""
+    kernel, what a user writes; the default where this PyTorch has it), "math" the same attention
+    written out with a softmax."""
     nn, F = torch.nn, torch.nn.functional
+    if attention is None:
+        attention = "sdpa" if hasattr(F, "scaled_dot_product_attention") else "math"
 
     class Attention(nn.Module):
         def __init__(self, d, heads, p):
@@ -124,7 +127,9 @@ def run_torch(torch, export_dir, threads, attention):
     warnings.filterwarnings("ignore", message="The epoch parameter in")
     init, meta = read_safetensors(os.path.join(export_dir, "init.safetensors"))
     data, _ = read_safetensors(os.path.join(export_dir, "batches.safetensors"))
-    cfg = {k: (float(v) if k in ("dropout", "lr", "weight_decay") else int(v)) for k, v in meta.items()}
+    # (the "ember.xxh3_64." keys are the per-tensor checksums of serialize/checksum.h)
+    cfg = {k: (float(v) if k in ("dropout", "lr", "weight_decay") else int(v)) for k, v in meta.items()
+           if not k.startswith("ember.")}
     model = make_gpt(torch, cfg, attention)
     model.load_state_dict(init, strict=True)
 

@@ -17,7 +17,9 @@ architecture:
             (16, 32, 64 channels, stride 2 entering stages 2 and 3, 1x1 conv + BN shortcut when
             the shape changes), adaptive average pooling, Linear 64 -> 10;
             SGD lr 0.1, momentum 0.9, weight decay 5e-4
-  gpt       train_gpt's GPT (compare_gpt.py's make_gpt): 4 pre-LayerNorm blocks, d 128, 4 heads,
+  gpt       train_gpt's GPT (compare_gpt.py's make_gpt, whose attention is F.scaled_dot_product_attention
+            where the PyTorch running this has it, 2.0 and later, else written out with a softmax;
+            compare_gpt.py prints both): 4 pre-LayerNorm blocks, d 128, 4 heads,
             context 128, a 96-character vocabulary; batch 16 windows of random ids; AdamW lr 2e-3,
             betas (0.9, 0.99), weight decay 0.1 on the Linear weights only; the loss is the
             cross-entropy over every position (the "img/s" columns count windows)
