@@ -20,6 +20,7 @@
 #include "core/autograd/saved_tensor.h"
 #include "core/generator.h"
 #include "core/ops.h"
+#include "nn/attention.h"
 #include "test_helpers.h"
 #include "utils/checkpoint.h"
 
@@ -38,7 +39,8 @@ struct Result {
 
 struct Case {
   Case(Shape q, Shape k, Shape v, Tensor mask = Tensor(), bool causal = false, double dropout_p = 0.0)
-      : q(std::move(q)), k(std::move(k)), v(std::move(v)), mask(std::move(mask)), causal(causal), dropout_p(dropout_p) {}
+      : q(std::move(q)), k(std::move(k)), v(std::move(v)), mask(std::move(mask)), causal(causal),
+        dropout_p(dropout_p) {}
   Shape q, k, v;  // [..., L, E], [..., S, E], [..., S, Ev]
   Tensor mask;
   bool causal;
@@ -69,7 +71,8 @@ void expect_close(const Result& got, const Result& want, double tol, const std::
 
 // Fused against math for one case, in `dtype`, from the same random inputs.
 void compare_with_math(const Case& c, DType dtype, double tol, const std::string& what) {
-  const Tensor q = randn(c.q, kFloat64).to(dtype), k = randn(c.k, kFloat64).to(dtype), v = randn(c.v, kFloat64).to(dtype);
+  const Tensor q = randn(c.q, kFloat64).to(dtype), k = randn(c.k, kFloat64).to(dtype);
+  const Tensor v = randn(c.v, kFloat64).to(dtype);
   Shape out_shape = c.q;
   out_shape.back() = c.v.back();
   const Tensor g = randn(out_shape, kFloat64).to(dtype);
@@ -184,7 +187,8 @@ TEST_F(FusedAttention, DropoutReplaysBitwiseAndUnderCheckpoint) {
   Case c{q.shape(), k.shape(), v.shape()};
   c.dropout_p = 0.2;
   c.causal = true;
-  const Result once = run(AttentionBackend::Fused, q, k, v, g, c, 9), again = run(AttentionBackend::Fused, q, k, v, g, c, 9);
+  const Result once = run(AttentionBackend::Fused, q, k, v, g, c, 9);
+  const Result again = run(AttentionBackend::Fused, q, k, v, g, c, 9);
   EXPECT_TRUE(testutil::bitwise_equal(once.out, again.out));
   EXPECT_TRUE(testutil::bitwise_equal(once.dq, again.dq));
   // Under utils::checkpoint the backward recomputes the forward from the replayed generator state.
@@ -290,7 +294,9 @@ TEST_F(FusedAttention, OneOpForCheckpointPolicies) {
   };
   const Tensor q = randn({2, 64, 32}).requires_grad_(), k = randn({2, 128, 32}), v = randn({2, 128, 16});
   Tensor out = utils::checkpoint(
-      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2])}; },
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{scaled_dot_product_attention(in[0], in[1], in[2])};
+      },
       {q, k, v}, options)[0];
   EXPECT_EQ(names, std::vector<std::string>{"fused_attention"});
   // It saves a tensor of its own (the log-sum-exp), so a policy cannot replay it: MustSave says so.
@@ -328,8 +334,13 @@ TEST_F(FusedAttention, TheBackendChoice) {
   expect_error([&] { scaled_dot_product_attention(q, k, v, bias); },
                "[scaled_dot_product_attention] the fused backend was chosen");
   expect_error([&] { scaled_dot_product_attention(q, k, v, bias); }, "query [2, 3, 4], key [2, 5, 4]");
-  // The weights come from the math path only.
+  // The weights come from the math path only: MultiheadAttention's need_weights says so.
   expect_error([&] { attention_weights(q, k); }, "need_weights");
+  nn::MultiheadAttention mha(8, 2);
+  const Tensor x = randn({5, 2, 8});
+  expect_error([&] { mha.forward(x, x, x, Tensor(), true); },
+               "[scaled_dot_product_attention] the attention weights were asked for (need_weights)");
+  EXPECT_EQ(mha.forward(x, x, x, Tensor(), false).first.shape(), Shape({5, 2, 8}));
   expect_error([&] { set_attention_backend(static_cast<AttentionBackend>(7)); }, "[set_attention_backend] unknown");
   EXPECT_STREQ(attention_backend_name(AttentionBackend::Fused), "fused");
 }

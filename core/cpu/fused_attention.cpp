@@ -169,7 +169,8 @@ struct Matrix {
   const M* mask;  // element (0, 0) of this matrix's mask, or null
   int64_t b;
 
-  Matrix(const AttentionSpec& spec, const Tensor& tq, const Tensor& tk, const Tensor& tv, const Tensor& tmask, int64_t b)
+  Matrix(const AttentionSpec& spec, const Tensor& tq, const Tensor& tk, const Tensor& tv, const Tensor& tmask,
+         int64_t b)
       : spec(spec),
         q(tq.data<T>() + b * spec.L * spec.head_dim),
         k(tk.data<T>() + b * spec.S * spec.head_dim),
@@ -197,7 +198,9 @@ struct Matrix {
     gemm(false, true, rows, cols, e, q_tile, e, k_tile, e, C(0), s, kKeyTile);
     const C scale = static_cast<C>(spec.scale);
     for (int64_t r = 0; r < rows; ++r)
-      simd_dispatch([&] { scale_and_mask(s + r * kKeyTile, visible(i0 + r, j0, cols), cols, scale, mask_row(i0 + r, j0)); });
+      simd_dispatch([&] {
+        scale_and_mask(s + r * kKeyTile, visible(i0 + r, j0, cols), cols, scale, mask_row(i0 + r, j0));
+      });
     return k_tile;
   }
 };

@@ -170,7 +170,8 @@ struct UnaryMath {
  private:
   EMBER_HOST_DEVICE C integer(C v) const {
     if constexpr (kOp == UnaryOp::Neg) return wrapping_sub(C(0), v);
-    else if constexpr (kOp == UnaryOp::Abs) return is_negative(v) ? wrapping_sub(C(0), v) : v;  // INT64_MIN stays, as PyTorch
+    // abs(INT64_MIN) wraps to INT64_MIN, as in PyTorch
+    else if constexpr (kOp == UnaryOp::Abs) return is_negative(v) ? wrapping_sub(C(0), v) : v;
     else if constexpr (kOp == UnaryOp::PowScalar) return integer_power(v, a);
     else if constexpr (kOp == UnaryOp::AffineScalar) return wrapping_add(wrapping_mul(a, v), b);
     else return floating(v);  // sign, relu, clamp, in-range: comparisons, exact in any type
