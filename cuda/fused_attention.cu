@@ -185,6 +185,20 @@ __device__ void weights_and_score_grads(const AttentionSpec& spec, const M* mask
   }
 }
 
+// acc[x, e] += sum over n < inner of a[x * a_x + n * a_n] * b[n, e], for x < count and e < width:
+// a tile product added into a sum in shared memory, one thread per (x, e), n in order. The
+// backward's three products, a^T b (a_x = 1) or a b (a_n = 1).
+template <class T>
+__device__ void add_tile_product(T* acc, int count, int64_t width, int inner, const T* a, int64_t a_x, int64_t a_n,
+                                 const T* b) {
+  for (int64_t idx = threadIdx.x; idx < count * width; idx += blockDim.x) {
+    const int64_t x = idx / width, e = idx % width;
+    T sum = acc[idx];
+    for (int n = 0; n < inner; ++n) sum += a[x * a_x + n * a_n] * b[n * width + e];
+    acc[idx] = sum;
+  }
+}
+
 // The shared memory both backward kernels lay out the same way.
 template <class T>
 struct BackwardTiles {
@@ -238,18 +252,8 @@ __global__ void key_grads_kernel(const T* q, const T* k, const T* v, const M* ma
     __syncthreads();
     weights_and_score_grads(spec, mask, b, i0, rows, j0, cols, t.qs, t.gs, t.ks, t.vs, t.lse_s, t.d_s, t.pz, t.ds);
     __syncthreads();
-    for (int64_t idx = threadIdx.x; idx < cols * Ev; idx += blockDim.x) {  // dv_j += pz^T g_i
-      const int64_t c = idx / Ev, e = idx % Ev;
-      T acc = t.acc_b[idx];
-      for (int r = 0; r < rows; ++r) acc += t.pz[r * kCols + c] * t.gs[r * Ev + e];
-      t.acc_b[idx] = acc;
-    }
-    for (int64_t idx = threadIdx.x; idx < cols * E; idx += blockDim.x) {  // dk_j += ds^T q_i
-      const int64_t c = idx / E, e = idx % E;
-      T acc = t.acc_a[idx];
-      for (int r = 0; r < rows; ++r) acc += t.ds[r * kCols + c] * t.qs[r * E + e];
-      t.acc_a[idx] = acc;
-    }
+    add_tile_product(t.acc_b, cols, Ev, rows, t.pz, 1, kCols, t.gs);  // dv_j += pz^T g_i
+    add_tile_product(t.acc_a, cols, E, rows, t.ds, 1, kCols, t.qs);   // dk_j += ds^T q_i
   }
   __syncthreads();
   for (int64_t idx = threadIdx.x; idx < cols * E; idx += blockDim.x) grad_k[(b * S + j0) * E + idx] = t.acc_a[idx];
@@ -277,12 +281,7 @@ __global__ void query_grads_kernel(const T* q, const T* k, const T* v, const M* 
     __syncthreads();
     weights_and_score_grads(spec, mask, b, i0, rows, j0, cols, t.qs, t.gs, t.ks, t.vs, t.lse_s, t.d_s, t.pz, t.ds);
     __syncthreads();
-    for (int64_t idx = threadIdx.x; idx < rows * E; idx += blockDim.x) {  // dq_i += ds k_j
-      const int64_t r = idx / E, e = idx % E;
-      T acc = t.acc_a[idx];
-      for (int c = 0; c < cols; ++c) acc += t.ds[r * kCols + c] * t.ks[c * E + e];
-      t.acc_a[idx] = acc;
-    }
+    add_tile_product(t.acc_a, rows, E, cols, t.ds, kCols, 1, t.ks);  // dq_i += ds k_j
   }
   __syncthreads();
   for (int64_t idx = threadIdx.x; idx < rows * E; idx += blockDim.x) grad_q[(b * L + i0) * E + idx] = t.acc_a[idx];

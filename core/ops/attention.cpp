@@ -23,6 +23,10 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
+std::string shapes_of(const Tensor& q, const Tensor& k) {
+  return "query " + shape_str(q.shape()) + ", key " + shape_str(k.shape());
+}
+
 void check_query_and_key(const Tensor& q, const Tensor& k) {
   ops::check_defined(q, kOp, "query");
   ops::check_defined(k, kOp, "key");
@@ -42,7 +46,7 @@ void check_query_and_key(const Tensor& q, const Tensor& k) {
 void check_value(const Tensor& q, const Tensor& k, const Tensor& v) {
   ops::check_defined(v, kOp, "value");
   auto shapes = [&] {
-    return "query " + shape_str(q.shape()) + ", key " + shape_str(k.shape()) + ", value " + shape_str(v.shape());
+    return shapes_of(q, k) + ", value " + shape_str(v.shape());
   };
   EMBER_CHECK(v.dtype() == q.dtype(), "[", kOp, "] query, key and value must have one dtype, got ", q.dtype(), ", ",
               k.dtype(), " and ", v.dtype());
@@ -136,10 +140,6 @@ double checked_scale(const Tensor& q, std::optional<double> scale) {
 // only the weights round to float16 for the product with v (as PyTorch's fused kernels keep
 // their scores in float32 too). The price is a float32 [..., L, S] buffer while the weights are
 // made, and the casts of q and k; bfloat16, with float32's range, keeps its scores in bfloat16.
-
-std::string shapes_of(const Tensor& q, const Tensor& k) {
-  return "query " + shape_str(q.shape()) + ", key " + shape_str(k.shape());
-}
 
 // Whether this call runs on the fused kernels (core/attention_backend.h).
 bool runs_fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask) {
