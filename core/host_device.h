@@ -1,4 +1,6 @@
 #pragma once
 // Moved to core/kernel_bodies/host_device.h with the rest of the code both backends compile (see
-// CHANGELOG.md). This forwarding header stays for one release.
+// CHANGELOG.md). This forwarding header is deprecated since 0.2.0 and goes in 0.3.0.
+#pragma message("ember: core/host_device.h is deprecated and goes in 0.3.0; "
+                "include core/kernel_bodies/host_device.h instead")
 #include "core/kernel_bodies/host_device.h"

@@ -1,4 +1,6 @@
 #pragma once
 // Moved to cuda/cudnn/handle.h with the rest of the cuDNN path (see CHANGELOG.md). This forwarding
-// header stays for one release.
+// header is deprecated since 0.2.0 and goes in 0.3.0.
+#pragma message("ember: cuda/cudnn_handle.h is deprecated and goes in 0.3.0; "
+                "include cuda/cudnn/handle.h instead")
 #include "cuda/cudnn/handle.h"

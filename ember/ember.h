@@ -6,13 +6,14 @@
 // "core/tensor.h", relative to ember's source root (Note [Installed layout] in
 // cmake/install.cmake).
 
-// Tensors, ops, errors, randomness, memory.
+// Tensors, ops, errors, randomness, memory, the version.
 #include "core/allocator.h"
 #include "core/autocast.h"
 #include "core/check.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "core/version.h"
 
 // Autograd: grad mode, autograd::grad, custom functions, saved-tensor hooks, gradcheck, to_dot.
 #include "core/autograd/engine.h"

@@ -4,6 +4,7 @@
 // allocated, and words that once made the tokenizer quadratic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/cpu_settings.h"
 #include "core/ops.h"
 #include "core/system_memory.h"
+#include "core/version.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module_list.h"
@@ -142,6 +144,12 @@ TEST(ZeroDimTensors, DimZeroNamesTheTensorItself) {
   const Tensor leaf = scalar_tensor(2.0).requires_grad_();
   sum(leaf * leaf, {0}).backward();
   EXPECT_EQ(leaf.grad().item(), 4.0);
+}
+
+// The version a program reads is the one CMake's project() declares, which find_package compares.
+TEST(Release, VersionIsCMakesProjectVersion) {
+  EXPECT_EQ(ember::version(), EMBER_PROJECT_VERSION);
+  EXPECT_EQ(std::count(ember::version().begin(), ember::version().end(), '.'), 2) << ember::version();
 }
 
 }  // namespace

@@ -48,7 +48,10 @@ struct SplitHalves : autograd::Function<SplitHalves> {
   }
 };
 
-// (x^2, x^3), stateless: the short signatures with several outputs.
+// (x^2, x^3), stateless: the short signatures with several outputs. Its backward reads the save
+// by position, Ctx::saved(i), deprecated in 0.2.0 and kept working until 0.3.0 (CHANGELOG.md).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct SquareAndCube : autograd::Function<SquareAndCube> {
   static constexpr const char* name = "square_and_cube";
   static std::vector<Tensor> forward(autograd::Ctx& c, const Tensor& x) {
@@ -62,6 +65,7 @@ struct SquareAndCube : autograd::Function<SquareAndCube> {
     return {gx};
   }
 };
+#pragma GCC diagnostic pop
 
 static_assert(autograd::TakesGradPerOutput<SplitHalves> && autograd::TakesGradPerOutput<SquareAndCube>);
 
@@ -154,13 +158,16 @@ struct TooManyGrads : autograd::Function<TooManyGrads> {
 // tanh with a backward off by a factor 1.1: gradcheck must notice, in float32 too.
 struct SlightlyWrongTanh : autograd::Function<SlightlyWrongTanh> {
   static constexpr const char* name = "slightly_wrong_tanh";
-  static Tensor forward(autograd::Ctx& c, const Tensor& x) {
+  struct State {
+    autograd::SavedRef y;
+  };
+  static Tensor forward(autograd::Ctx& c, State& s, const Tensor& x) {
     Tensor y = tanh(x);
-    c.save(y);
+    s.y = c.save(y);
     return y;
   }
-  static autograd::Grads backward(autograd::Ctx& c, const Tensor& g) {
-    Tensor y = c.saved(0);
+  static autograd::Grads backward(autograd::Ctx& c, const State& s, const Tensor& g) {
+    Tensor y = c.get(s.y);
     return {g * (1.0 - y * y) * 1.1};
   }
 };

@@ -42,8 +42,8 @@
 // tensor, so what is optional is in the State's type, not in a position that depends on which
 // other arguments came. The version check and the saved-tensor hooks apply to every save as
 // before (Note [Saved tensors and versions]). Ctx::saved(i), the positional read, stays for the
-// custom ops written before SavedRef (CHANGELOG.md); ember's own ops do not use it
-// (scripts/check-docs keeps it so).
+// custom ops written before SavedRef, deprecated in 0.2.0 and gone in 0.3.0 (CHANGELOG.md);
+// ember's own ops do not use it (scripts/check-docs keeps it so).
 //
 // Note [Multi-output functions]
 // An op whose forward returns std::vector<Tensor> has one output per element:
@@ -118,7 +118,8 @@ class Ctx {
     return saved_[ref.index_].unpack();
   }
   Tensor get(const std::optional<SavedRef>& ref) const { return ref ? get(*ref) : Tensor(); }
-  // The i-th save, by position: kept for custom ops written before SavedRef.
+  // The i-th save, by position: kept for custom ops written before SavedRef, until 0.3.0.
+  [[deprecated("Ctx::saved(i) goes in ember 0.3.0: keep the SavedRef that save() returns and read it with get()")]]
   Tensor saved(size_t i) const { return saved_.at(i).unpack(); }
   const std::vector<SavedTensor>& saved_tensors() const { return saved_; }
   bool needs_input_grad(size_t i) const { return i < needs_grad_.size() && needs_grad_[i]; }

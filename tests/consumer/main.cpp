@@ -4,6 +4,7 @@
 // archives were linked whole (Note [Static archives linked whole] in CMakeLists.txt).
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include <ember/ember.h>
 
@@ -30,6 +31,13 @@ double accuracy(Classifier& net, const Tensor& points, const Tensor& labels) {
 }
 
 int main() {
+  // The library linked is the release CMake found (tests/consumer/CMakeLists.txt).
+  if (ember::version() != EMBER_FOUND_VERSION) {
+    std::printf("consumer: FAILED: linked ember %s, CMake found %s\n", std::string(ember::version()).c_str(),
+                EMBER_FOUND_VERSION);
+    return 1;
+  }
+  std::printf("consumer: ember %s\n", std::string(ember::version()).c_str());
   manual_seed(7);
   Tensor points = randn({512, 2});
   Tensor labels = gt(points.select(1, 0) + points.select(1, 1) * 2.0, zeros({512})).to(kInt64);
