@@ -8,11 +8,12 @@
 // step reuse each other's blocks instead of each reserving its own. They vary wherever batches
 // do: finetune_text cuts each batch to its longest text, so its activations change size with
 // every batch. When a block served requests at most an eighth smaller, nearly every new length
-// took fresh memory from the system, and the kernel zeroing those pages on first touch was 15%
-// of finetune_text's time (perf); with reuse up to twice the request its step took 466 ms
-// instead of 580 ms (bench/RESULTS.md). The price is reserved memory, not live memory: a tensor
-// may sit in a block up to twice its size. The same class serves the CPU (aligned malloc) and
-// CUDA (cudaMalloc); a backend only supplies system_alloc/system_free.
+// took fresh memory from the system, and the kernel zeroing those pages on first touch was a
+// large part of finetune_text's time (perf); reuse up to twice the request made its step faster
+// (bench/RESULTS.md, "Fine-tuning all-MiniLM-L6-v2 against PyTorch"). The price is reserved
+// memory, not live memory: a tensor may sit in a block up to twice its size. The same class
+// serves the CPU (aligned malloc) and CUDA (cudaMalloc); a backend only supplies
+// system_alloc/system_free.
 //
 // Statistics count the bytes tensors asked for, not the rounded or reused block sizes, so a test
 // can predict them exactly: live_bytes is the sum of nbytes of every storage alive right now,

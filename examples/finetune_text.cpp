@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
   examples::ensure_passive_openmp_wait(argv);
   CLI::App app{"Fine-tune all-MiniLM-L6-v2 to tell which fortune collection a fortune comes from"};
   examples::TrainConfig config;
-  // Measured to finish in under 15 minutes on the project's 2-core machine (README).
+  // Sized to finish in minutes on the project's 2-core machine (the measured runs: README,
+  // "Fine-tuning a pretrained BERT"; bench/RESULTS.md, "Figures that code comments used to quote").
   config.epochs = 1;
   config.batch_size = 32;
   config.lr = 1e-4;

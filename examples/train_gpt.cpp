@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
   examples::ensure_passive_openmp_wait(argv);
   CLI::App app{"Train a character-level GPT on the fortunes of Debian's fortunes package"};
   examples::TrainConfig config;
-  // Measured to finish in under 10 minutes on the project's 2-core machine (README).
+  // Sized to finish in minutes on the project's 2-core machine (the measured runs: README, "A
+  // character-level GPT"; bench/RESULTS.md, "Figures that code comments used to quote").
   config.epochs = 1;
   config.batch_size = 16;
   config.lr = 2e-3;

@@ -66,9 +66,10 @@ int run_main(CLI::App& app, int argc, char** argv, const std::string& program, c
 // By default an OpenMP thread that finishes its share of a parallel loop spins for a while
 // before sleeping. On an idle machine that saves a wake-up; on a busy one (a build, another
 // job) a spinning thread takes the core the straggler needs, every loop waits for its slowest
-// thread, and a training step got 40x slower here. OMP_WAIT_POLICY=PASSIVE makes waiting
-// threads sleep. The OpenMP runtime reads it once, when it is loaded — before main() — so a
-// program that finds it unset sets it and re-executes itself.
+// thread, and a training step got many times slower here (bench/RESULTS.md, "Figures that code
+// comments used to quote"). OMP_WAIT_POLICY=PASSIVE makes waiting threads sleep. The OpenMP
+// runtime reads it once, when it is loaded — before main() — so a program that finds it unset
+// sets it and re-executes itself.
 void ensure_passive_openmp_wait(char** argv);
 
 // --epochs --batch-size --lr --threads --device --data --save --seed --csv --workers --train-limit

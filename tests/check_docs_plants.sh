@@ -3,7 +3,8 @@
 # repository of its own in a temporary folder), each planted error must fail the check with its
 # message, and the unplanted copy must pass. The plants: a Note pointer naming the wrong file, a
 # README size figure far from scripts/count-lines, a folder missing from docs/design.md's layout
-# table, and an include the dependency table does not allow.
+# table, an include the dependency table does not allow, and timing figures in a C++ comment and
+# in a CMake comment.
 #   check_docs_plants.sh SOURCE_DIR
 set -eu
 source_dir=$1
@@ -40,4 +41,10 @@ expect_failure "the layout table (section 1) does not name the folder distribute
 sed -i '1i #include "nn/module.h"' core/shape.cpp
 expect_failure "core/shape.cpp:1: includes nn/module.h, which docs/design.md's dependency table does not allow core/"
 
-echo "check_docs_plants: ok (4 planted errors found, the copy itself passes)"
+sed -i '1i // This loop took 12 ms on the 2-vCPU VM.' core/shape.cpp
+expect_failure "core/shape.cpp:1: a comment quotes a timing figure (12 ms)"
+
+sed -i '1i # ember is 1.8x faster than PyTorch here.' bench/CMakeLists.txt
+expect_failure "bench/CMakeLists.txt:1: a comment quotes a timing figure (1.8x faster)"
+
+echo "check_docs_plants: ok (6 planted errors found, the copy itself passes)"

@@ -225,8 +225,9 @@ TEST(WordPiece, LongWordsAreUnknown) {
 
 // With the length limit raised, a very long word is split in time linear in its length: each
 // piece looks only at candidates no longer than the vocabulary's longest token. (Before, every
-// piece walked down from the word's end: 200,000 characters took 11-14 s, and the 1,000,000 here
-// would take about five minutes, past this test's hang guard in tests/CMakeLists.txt.)
+// piece walked down from the word's end, quadratic in the length: the 1,000,000 characters here
+// would take far longer than this test's hang guard in tests/CMakeLists.txt allows;
+// bench/RESULTS.md, "Figures that code comments used to quote".)
 TEST(WordPiece, AVeryLongWordSplitsIntoItsPieces) {
   WordPieceOptions options;
   options.max_input_chars_per_word = 2'000'000;

@@ -129,11 +129,12 @@ autograd::SavedTensorHooks watching_saves(LayerProfile& layer, char& used, std::
 // attention (q k^T and the weights times v), and one per output element for any other op.
 // A matmul is bound by its arithmetic, an elementwise op, a softmax or a normalisation by its
 // bytes: counted by arithmetic alone, a GELU over a [4096, 512] activation would cost 1/270 of
-// the [4096, 128] x [128, 512] matmul before it, where it takes about a third of its time, and
-// a plan would recompute it for free. kFlopsPerByte is a machine's balance, measured on the
-// project's 2-core CPU (bench_core: float32 matmuls at about 100 GFLOP/s, add, mul and gelu
-// streaming 10 to 18 GB/s): 6. A GPU's balance is higher, which makes the same plans slightly
-// pessimistic about arithmetic there. A view computes and moves nothing: its work is 0.
+// the [4096, 128] x [128, 512] matmul before it, where it takes a good part of its time, and a
+// plan would recompute it for free. kFlopsPerByte is a machine's balance, the float32 matmuls'
+// arithmetic rate over the bytes per second that add, mul and gelu stream, measured with
+// bench_core on the project's 2-core CPU (bench/RESULTS.md, "Figures that code comments used to
+// quote"): 6. A GPU's balance is higher, which makes the same plans slightly pessimistic about
+// arithmetic there. A view computes and moves nothing: its work is 0.
 namespace {
 constexpr int64_t kFlopsPerByte = 6;
 }  // namespace

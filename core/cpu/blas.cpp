@@ -4,8 +4,8 @@
 // Debian's OpenBLAS (0.3.21) picks its kernels by the CPU model it recognises, and runs its
 // Haswell (AVX2) kernels on a CPU it does not know, such as the AMD EPYC with AVX-512 this
 // project is measured on. oneDNN's sgemm (the library is linked already, for convolutions)
-// JIT-compiles its kernels for the instruction set the CPU reports, and there takes about half
-// OpenBLAS's time for the products of the example models, at 1 and 2 threads (bench/RESULTS.md,
+// JIT-compiles its kernels for the instruction set the CPU reports, and there is much faster
+// than OpenBLAS for the products of the example models, at 1 and 2 threads (bench/RESULTS.md,
 // "Products through oneDNN"). So float products run on oneDNN when ember is built with it, and
 // set_gemm_backend / EMBER_GEMM_BACKEND switch back to OpenBLAS, which tests/test_gemm_backends.cpp
 // compares against. float64 stays on OpenBLAS: oneDNN has no dgemm.

@@ -79,7 +79,8 @@ void for_each_run(const Window2d& g, InsideRun inside_run, Padding padding) {
 // Column cell p of tap (i, j) then reads input cell p + shift with one shift for the whole tap,
 // so the tap is one copy from its first inside cell to its last; the cells of that stretch that
 // belong to the padding (a neighbouring row's edge) are zeroed afterwards. One copy of ~700
-// floats instead of a call per row of 27: im2col and its memmoves were a fifth of a ResNet step.
+// floats instead of a call per row of 27: im2col and its memmoves were a large part of a ResNet
+// step (bench/RESULTS.md, "Convolution by samples").
 template <class T>
 void im2col_plane_in_blocks(const T* src, const Window2d& g, T* dst) {
   const int64_t cells = g.oh * g.ow;

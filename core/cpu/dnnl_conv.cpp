@@ -8,8 +8,8 @@
 //  - Layouts. ember's tensors are plain NCHW and OIHW. The primitives are asked for their
 //    preferred layout ("any": channels in blocks of 8 on AVX2), and the input, weight and
 //    output are reordered into it and back on every call. The reorders are memory-bound passes
-//    over each tensor (a fifth of oneDNN's time in a ResNet-20 step); asked for plain layouts
-//    instead, oneDNN falls back to an im2col + gemm of its own and the step is 1.4x slower than
+//    over each tensor, a sizeable share of oneDNN's time in a ResNet-20 step; asked for plain
+//    layouts instead, oneDNN falls back to an im2col + gemm of its own and the step is slower than
 //    ember's reference, where the blocked kernels with their reorders are faster
 //    (bench/RESULTS.md, "Convolution through oneDNN").
 //  - Primitives are expensive to create (a JIT compile), so they are kept in a small cache keyed

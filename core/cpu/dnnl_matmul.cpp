@@ -3,8 +3,8 @@
 // Note [bfloat16 products through oneDNN]
 // A CPU with AVX512-BF16 multiplies pairs of bfloat16 numbers and adds them into float32 in one
 // instruction (vdpbf16ps), twice the products per instruction of float32's FMA, so a bfloat16
-// product takes about half the time of a float32 one (0.40-0.50x on this project's EPYC at one
-// thread, bench/RESULTS.md). OpenBLAS's bfloat16 gemm is not in Debian's build; oneDNN's matmul
+// product can take about half the time of a float32 one (bench/RESULTS.md, "bfloat16 products
+// through oneDNN"). OpenBLAS's bfloat16 gemm is not in Debian's build; oneDNN's matmul
 // primitive has it, and it accumulates in float32 and rounds each output once into bfloat16, the
 // same numbers as the float32 product of the same bfloat16 inputs, rounded (the staged path,
 // Note [Sixteen-bit floats through float32]), up to the order of the float32 additions.
@@ -13,8 +13,9 @@
 //    dims row- or column-major (a transposed view), as gemm_layout reads them. An operand whose
 //    batch does not fold into one level is copied first: attention's per-head views of [batch,
 //    tokens, heads, features] are such batches, and oneDNN 2.6 multiplies them (as one call per
-//    outer matrix, its heads the batch) only with a generic gemm that took 15 of the GPT's 102 ms
-//    step under autocast; the copy is the size of one operand, a small part of the product's time.
+//    outer matrix, its heads the batch) only with a generic gemm, a large part of the GPT's step
+//    under autocast (bench/RESULTS.md, "Mixed precision on a CPU with AVX512-BF16"); the copy is
+//    the size of one operand, a small part of the product's time.
 //  - accumulate (out holds a bias, Note [A bias in the product]) is oneDNN's sum post-op: out =
 //    round(a @ c + out), added in float32.
 //  - Primitives are cached by shapes, strides and thread count (dnnl_common::PrimitiveCache).

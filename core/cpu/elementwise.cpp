@@ -10,9 +10,10 @@
 // rounds once as it is stored, which is what staging computes, without its two conversion
 // passes and float32 temporaries. Widening is a shift (bfloat16) or a few integer operations
 // (float16) and the rounding is integer arithmetic with a select for NaN: inline code with no
-// calls, which the loops run under simd_dispatch like the float32 ones. Measured (bench_core,
-// bench/RESULTS.md): a bfloat16 add or relu takes 0.63x and 0.79x the time of float32's, being
-// memory-bound passes over half the bytes; gelu, bound by its arithmetic, 1.22x.
+// calls, which the loops run under simd_dispatch like the float32 ones. Measured (bench_core;
+// bench/RESULTS.md, "Mixed precision on the CPU"): a bfloat16 add or relu is faster than
+// float32's, being memory-bound passes over half the bytes; gelu, bound by its arithmetic, is
+// slower.
 #include <cmath>
 #include <cstdint>
 
@@ -98,7 +99,8 @@ struct HostFunctions {
 // The rows of unary and binary ops are functions that take their pointers and strides as values
 // (Note [Row loops take values] in core/cpu/softmax.cpp): written inline in the lambdas, a uint8
 // store (a comparison's result, a mask) may alias the captured pointers, and the row reloaded them
-// at every element and stayed scalar (dropout's mask comparison took 6x its time).
+// at every element and stayed scalar (dropout's mask comparison took several times as long:
+// bench/RESULTS.md, "Activation backwards in one pass").
 template <class T, class F>
 void unary_row(const T* in, T* o, int64_t n, int64_t s_in, int64_t s_out, F f) {
   if (s_out == 1 && s_in == 1) {

@@ -8,9 +8,9 @@
 // Linear's weight as the transposed view weight.t(), and attention's q, k and v as head-split
 // views of one projection, with gaps between their rows (Note [Two batch levels] in
 // core/ops/matmul.cpp). Copying such a view to row-major first costs more than the fingerprint
-// itself: a cache-hostile transpose for weight.t() (13x the fingerprint's time for 1024 x 1024),
-// and for the GPT at context 256 and 8 blocks, 0.08 of a plain training step added to every
-// step with its blocks checkpointed (1.48x -> 1.40x the plain step, docs/checkpointing.md).
+// itself: a cache-hostile transpose for weight.t() (bench/RESULTS.md, "The checkpoint value
+// check"), and for the GPT with its blocks checkpointed, copies of q, k and v in every step
+// (bench/RESULTS.md, "Products through oneDNN", its last part; docs/checkpointing.md).
 // So every view is read where it lies, in memory order: its dims sorted from the largest memory
 // stride to the smallest (broadcast dims, stride 0, outermost), the innermost one as the row.
 // Each row starts at an offset and a logical position computed from the outer indices, and
@@ -41,9 +41,9 @@ namespace {
 // lanes, as in Note [Lane reductions]) and keeps the running sum P_l of its words and the sum T_l
 // of those running sums. After R rounds T_l = sum over r of (R - r) w_(r kRunLanes + l), so
 //     J = sum over l of (l + kRunLanes R) P_l - kRunLanes T_l      (modulo 2^64 throughout).
-// That is two 64-bit adds a word and no multiply: on one thread, attention's 16.8 MB of weights
-// (GPT at context 256) took 1.0 ms with a 32 x 32-bit multiply-add a word, and take 0.39-0.47 ms,
-// against 0.25-0.46 ms for sum() over them.
+// That is two 64-bit adds a word and no multiply: attention's weights are fingerprinted much
+// faster than with a 32 x 32-bit multiply-add a word, about as fast as sum() reads them
+// (bench/RESULTS.md, "AVX-512 in ember's loops, fingerprints by running sums").
 struct Run {
   uint64_t sum = 0, high = 0, indexed = 0;  // S, H and J of the Note
 };
@@ -191,8 +191,8 @@ fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t beg
 // Note [Fingerprints of short rows]
 // Attention's q, k and v are views whose rows are 32 floats: too short for the lanes of Note
 // [Fingerprints by running sums] to pay for their folding, so their rows were summed element by
-// element, at about 5 GB/s (2 threads): more than half of the time a checkpointed GPT step's value
-// check took (16 blocks planned to half the plain peak) went to them. But those rows lie side by
+// element, far below memory speed, and were the largest part of a checkpointed GPT step's value
+// check (bench/RESULTS.md, "The value check under a plan"). But those rows lie side by
 // side in memory (q's 4 heads of one token make 128 consecutive floats of the projection), and the
 // next such stretch is always the same distance further in memory and the same step further in
 // logical order (q's next token). So a view whose innermost dim is a short contiguous row is read
@@ -207,7 +207,8 @@ fingerprint::Sums strided_sums(const T* p, const MemoryOrder& order, int64_t beg
 //     (W (b + o_l) + 1) S_l + H_l + W step J_l,
 // a multiply per lane and stretch, not per word. The lanes are taken 16 at a time, each group going
 // through all the rounds with its sums in registers. The GPT's q (2 MB of a [16, 256, 384]
-// projection) now takes 0.053 ms on one thread, against 0.040 ms for a contiguous copy of it.
+// projection) now takes little more than a contiguous copy of it (bench/RESULTS.md, "The value
+// check under a plan").
 inline constexpr int64_t kTileElements = 256;
 
 // A view read as tiles: its dims in `order` are [0, rounds) outer, `rounds` the rounds and

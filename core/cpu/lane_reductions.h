@@ -20,7 +20,8 @@ namespace ember::cpu {
 // vectorises at any width. Then, in this fixed order:
 //   1. the lanes are folded pairwise into the block's result: lane l + w into lane l for
 //      w = 16, 8, ..., 1 (vector steps again; a lane-by-lane fold was scalar and, for max,
-//      branchy, which cost 25% of max over rows of 1024);
+//      branchy, a real cost in max over rows of 1024: bench/RESULTS.md, "Figures that code
+//      comments used to quote");
 //   2. the block's last n % kLanes elements (all of a row shorter than kLanes, e.g. 10 logits)
 //      are folded into that result one by one;
 //   3. block results are folded into the row's total in block order.
@@ -31,7 +32,8 @@ namespace ember::cpu {
 // (Op::Total). The rounding error carried by each element is then that of at most kLaneRun float
 // additions, whatever the length of the sum: measured relative errors of float32 sums of up to
 // 4M elements are 1e-8 to 4e-8 here, 1e-8 to 5e-8 in PyTorch (its cascade sum has a similar
-// bound). The old "every element into one double" was more exact but ~10x slower.
+// bound). The old "every element into one double" was more exact but much slower
+// (bench/RESULTS.md, "Figures that code comments used to quote").
 // Reductions along a column (over dim 0 of [k, inner], in reduce.cpp) follow the same rule: each
 // column's float accumulator takes at most kLaneRun rows before it is folded into a double.
 inline constexpr int kLanes = 32;      // 4 AVX registers / 8 SSE registers of floats
@@ -87,7 +89,8 @@ auto load_from(const T* p) {
 
 // Folds lane l + w into lane l for w = W, W / 2, ..., 1. The widths are template arguments so
 // that every step is a loop of known length: with w a run-time variable the fold was a generic
-// loop with scalar paths, and a fifth of a softmax over rows of 256.
+// loop with scalar paths, and a real part of a softmax over rows of 256 (bench/RESULTS.md,
+// "Figures that code comments used to quote").
 template <class Op, int W>
 void fold_pairwise(typename Op::Total* total) {
   if constexpr (W > 0) {

@@ -18,9 +18,10 @@ namespace {
 // Attention multiplies per head: a batch of 64 products of 128 x 32 by 32 x 128 in the GPT
 // example. Products that small gain nothing from threads inside each one, and waking the thread
 // team for each costs more than the product once the threads sleep between regions
-// (OMP_WAIT_POLICY=PASSIVE, which the examples set): 64 of them took 1.2-3.4 ms at 2 threads
-// against 0.33 ms at 1. So a batch of small products runs one product per thread, the team woken
-// once, and each product on its thread (a gemm inside an OpenMP region stays on its thread).
+// (OMP_WAIT_POLICY=PASSIVE, which the examples set): 64 of them took several times longer at 2
+// threads than at 1 (bench/RESULTS.md, "Figures that code comments used to quote"). So a batch
+// of small products runs one product per thread, the team woken once, and each product on its
+// thread (a gemm inside an OpenMP region stays on its thread).
 // Larger products run one after the other, each spread over the team by the library.
 inline constexpr int64_t kSmallProduct = int64_t{1} << 21;  // m * n * k: 128 x 128 x 128
 

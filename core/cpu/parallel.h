@@ -12,13 +12,12 @@ namespace ember::cpu {
 // the elementwise loops, an estimate of the work elsewhere). Below it, waking the team costs more
 // than the threads save, and both are the machine's. On this project's 2-vCPU VM, with the
 // threads asleep between regions (OMP_WAIT_POLICY=PASSIVE, Note [OpenMP wait policy]), an affine
-// pass over 32768 floats took 2.8 us on one thread and 8.2 us on two, and two threads stayed
-// slower up to 2^20 floats (bench/bench_parallel_grain.cpp): the second vCPU brings arithmetic,
-// not memory bandwidth. Ops with more arithmetic per element (exp, erf, Philox, reductions)
-// still gain from it, so the grain is a compromise, chosen by the training steps: with 131072
-// instead of 32768, the MLP's forward at 2 threads went from 2.3-2.6 to 1.5-1.7 ms and its
-// training step from 4.7-5.1 to 3.6-3.9 ms (bench/RESULTS.md, "Products through oneDNN"); one
-// thread is unaffected.
+// pass over 32768 floats took longer on two threads than on one, and two threads stayed slower
+// up to 2^20 floats (bench/bench_parallel_grain.cpp): the second vCPU brings arithmetic, not
+// memory bandwidth. Ops with more arithmetic per element (exp, erf, Philox, reductions) still
+// gain from it, so the grain is a compromise, chosen by the training steps: 131072 instead of
+// 32768 made the MLP's forward and training step at 2 threads faster (bench/RESULTS.md,
+// "Products through oneDNN", its part on the parallel grain); one thread is unaffected.
 inline constexpr int64_t kParallelGrain = 131072;
 
 // Runs fn(i) for i in [0, n) over the OpenMP team when `work` (a rough element count) is large.

@@ -51,8 +51,9 @@ void reduce_typed(const T* x, int64_t outer, int64_t k, int64_t inner, T* out, F
   // Columns: walk k in the middle so the inner loop runs along contiguous memory; each task takes
   // up to kColumns columns of one outer index, and each accumulator folds into its double total
   // every kLaneRun rows (Note [Lane reductions]). Wide tasks matter: with 256 columns (1 KiB of
-  // each 4 KiB row) sum over dim 0 of [4096, 1024] took 5x longer than with 1024, as every short
-  // segment starts on a new page where the hardware prefetcher starts over.
+  // each 4 KiB row) sum over dim 0 of [4096, 1024] took several times longer than with 1024
+  // (bench/RESULTS.md, "CPU kernels after tuning"), as every short segment starts on a new page
+  // where the hardware prefetcher starts over.
   constexpr int64_t kColumns = 1024;
   const int64_t chunks = (inner + kColumns - 1) / kColumns;
   parallel_for(outer * chunks, outer * k * inner, [&](int64_t t) {

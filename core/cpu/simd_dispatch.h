@@ -15,9 +15,8 @@ namespace ember::cpu {
 // what fn returns. Only per-row work goes through here; OpenMP regions stay outside, so the
 // thread team is the same either way. The widest level pays where a loop computes more than it moves: on
 // this project's AMD EPYC (Zen 5, whose vector units are 512 bits wide), going from AVX2 to
-// AVX-512 took GELU over 4M floats from 4.3 to 2.0 ms, exp from 1.6 to 0.9 ms and a softmax over
-// rows of 1000 from 0.17 to 0.11 ms, while an add, which only moves memory, stayed at 1.3 ms
-// (bench_core, bench/RESULTS.md).
+// AVX-512 made GELU, exp and a softmax over rows of 1000 markedly faster, while an add, which
+// only moves memory, stayed as it was (bench_core; bench/RESULTS.md, "AVX-512 in ember's loops").
 // What can differ between the copies: GCC contracts `a * b + c` into a fused multiply-add in the
 // AVX2 and AVX-512 copies, which rounds once where the SSE2 copy rounds twice, so exp, gelu, an
 // affine op, ... can differ in the last bit between levels (all stay within the bounds of Note

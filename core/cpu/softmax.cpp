@@ -21,7 +21,8 @@ namespace body = softmax_bodies;
 // The per-row loops below are functions that take the row's pointers and numbers as values.
 // Written inline in the lambdas that call them, they would read `in`, `o` and `n` through the
 // lambda's captures; after the reductions' stores GCC can no longer prove those unchanged, and
-// the elementwise loops (exp included) stayed scalar: softmax ran 3.5x slower than PyTorch's.
+// the elementwise loops (exp included) stayed scalar, and softmax ran far slower than PyTorch's
+// (bench/RESULTS.md, "Figures that code comments used to quote").
 
 // One row over its n visible columns of `cols`, in S = math::Compute<T>: a 16-bit row widens to
 // float32 as it is read and rounds once as it is written, which is bitwise what staging it through

@@ -35,7 +35,8 @@ namespace ember::cpu {
 // log(0) = -inf, log(x < 0) = NaN, tanh(+-inf) = +-1, erf(+-inf) = +-1.
 // The double overloads call the C library: float64 is the accuracy dtype (gradcheck).
 // Not used: libmvec through -ffast-math (not allowed here: it would also reorder our sums and
-// drop NaN checks), and libm's scalar functions, about 5-10x slower per element.
+// drop NaN checks), and libm's scalar functions, several times slower per element
+// (bench/RESULTS.md, "Figures that code comments used to quote").
 namespace vmath {
 
 // 2^n as a float, for n in [-126, 127]: the biased exponent, shifted into place. (Other n, which

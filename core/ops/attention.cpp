@@ -97,9 +97,9 @@ void check_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bool 
 // when nothing else refers to their memory: no view, no saved copy, no output a checkpoint policy
 // kept (which the recompute would replay, so it must keep its values; all of those hold the
 // storage too). The kernel reads each element of a row before it writes it. That spares the
-// allocation and the first write of a buffer as large as the scores: on the GPT at context 256
-// (16 x 4 x 256 x 256), 2.34 -> 2.09 ms per softmax here, and a recompute holds one such buffer
-// less at its peak.
+// allocation and the first write of a buffer as large as the scores, which makes the GPT's softmax
+// faster (bench/RESULTS.md, "Figures that code comments used to quote"), and a recompute holds
+// one such buffer less at its peak.
 
 struct ScaledSoftmax : Function<ScaledSoftmax> {
   static constexpr const char* name = "scaled_softmax";
