@@ -1,5 +1,5 @@
 // CUDA kernels of batch normalisation over x seen as [n, c, s] (s = spatial size), with the
-// math of core/cpu/batch_norm.cpp: statistics in double, two passes (no E[x^2] - E[x]^2 cancellation),
+// math of core/cpu/batch_norm.cpp: the statistics of Note [Shifted moments] (one pass in double),
 // and the backward of Note [Batch-norm backward], whose per-element formulas are the CPU's own
 // (core/kernel_bodies/batch_norm.h).
 //
@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "core/kernel_bodies/batch_norm.h"
+#include "core/kernel_bodies/moments.h"
 #include "core/kernels.h"
 #include "cuda/block_reduce.cuh"
 #include "cuda/cudnn/api.h"
@@ -117,48 +118,34 @@ void for_each_with_channel(Device device, int64_t numel, int64_t c, int64_t s, c
   CUDA_CHECK(cudaGetLastError());
 }
 
+// d and d^2 around the channel's first element, Note [Shifted moments] in core/kernel_bodies/moments.h.
 template <class T>
-struct ValueTerm {
+struct ShiftedTerm {
   const T* x;
-  __device__ Sums<1> operator()(int64_t at, int64_t) const { return {{static_cast<double>(x[at])}}; }
-};
-
-template <class T>
-struct SquaredDeviationTerm {
-  const T* x;
-  const double* mu;  // [c]
-  __device__ Sums<1> operator()(int64_t at, int64_t ch) const {
-    const double d = static_cast<double>(x[at]) - mu[ch];
-    return {{d * d}};
-  }
-};
-
-// mean = sum / count, in T and (for the second pass) in double
-template <class T>
-struct MeanFinish {
-  double count;
-  T* mean;
-  double* mu;
-  __device__ void operator()(int64_t ch, const Sums<1>& sums) const {
-    mu[ch] = sums.v[0] / count;
-    mean[ch] = static_cast<T>(mu[ch]);
+  int64_t s;
+  __device__ Sums<2> operator()(int64_t at, int64_t ch) const {
+    const double d = math::centred(x[at], static_cast<double>(x[ch * s]));
+    return {{d, d * d}};
   }
 };
 
 template <class T>
-struct VarianceFinish {
-  double count;
-  T* var;
-  __device__ void operator()(int64_t ch, const Sums<1>& sums) const { var[ch] = static_cast<T>(sums.v[0] / count); }
+struct MomentsFinish {
+  const T* x;
+  int64_t s, count;
+  T *mean, *var;
+  __device__ void operator()(int64_t ch, const Sums<2>& sums) const {
+    const double shift = count > 0 ? static_cast<double>(x[ch * s]) : 0.0;
+    const math::Moments m = math::shifted_moments(shift, sums.v[0], sums.v[1], count);
+    mean[ch] = static_cast<T>(m.mean);
+    var[ch] = static_cast<T>(m.var);
+  }
 };
 
 void batch_norm_stats_cuda(const Tensor& x, int64_t n, int64_t c, int64_t s, const Tensor& mean, const Tensor& var) {
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
-    const double count = static_cast<double>(n * s);
-    Tensor mu = empty({c}, TensorOptions(kFloat64).with_device(x.device()));
-    channel_sums<1>(x.device(), n, c, s, ValueTerm<T>{x.data<T>()}, MeanFinish<T>{count, mean.data<T>(), mu.data<double>()});
-    channel_sums<1>(x.device(), n, c, s, SquaredDeviationTerm<T>{x.data<T>(), mu.data<double>()},
-                    VarianceFinish<T>{count, var.data<T>()});
+    channel_sums<2>(x.device(), n, c, s, ShiftedTerm<T>{x.data<T>(), s},
+                    MomentsFinish<T>{x.data<T>(), s, n * s, mean.data<T>(), var.data<T>()});
   });
 }
 

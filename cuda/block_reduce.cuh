@@ -13,44 +13,25 @@
 // than fast.
 //
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
 
-#include "core/kernel_bodies/elementwise_math.h"
+#include "core/kernel_bodies/reduction_rules.h"
 #include "cuda/loops.cuh"
 
 namespace ember::cuda {
 
-template <class T>
-__device__ bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return isnan(v);
-  return false;
-}
-
+// The shared rules of core/kernel_bodies/reduction_rules.h, in block_reduce's form.
 template <class T>
 struct SumOp {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  using Acc = math::SumTotal<T>;
   __device__ static Acc identity() { return Acc(0); }
-  // An integer sum wraps, as on the CPU (Note [Integer arithmetic]): signed overflow is undefined.
-  __device__ static Acc step(Acc acc, Acc v) {
-    if constexpr (std::is_integral_v<Acc>) return math::wrapping_add(acc, v);
-    else return acc + v;
-  }
+  __device__ static Acc step(Acc acc, Acc v) { return math::sum_add(acc, v); }
 };
 
-// Max (IsMax) or min; a NaN wins and stays, as on the CPU.
 template <class T, bool IsMax>
 struct ExtremumOp {
   using Acc = T;
-  // Worked out by the compiler: numeric_limits is host code, which device code cannot call.
-  static constexpr T kIdentity = [] {
-    using L = std::numeric_limits<T>;
-    if constexpr (L::has_infinity) return IsMax ? -L::infinity() : L::infinity();
-    return IsMax ? L::lowest() : L::max();
-  }();
-  __device__ static T identity() { return kIdentity; }
-  __device__ static T step(T acc, T v) { return (IsMax ? v > acc : v < acc) || is_nan(v) ? v : acc; }
+  __device__ static T identity() { return math::kExtremumIdentity<IsMax, T>; }
+  __device__ static T step(T acc, T v) { return math::extremum_step<IsMax>(acc, v); }
 };
 
 // The block's fold of load(0) ... load(k - 1) (see the Note); every thread gets the result.

@@ -30,7 +30,7 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* weight, const T* 
     const T* in = x + r * cols;
     const double shift = static_cast<double>(in[0]);
     const SumPair sums = block_reduce<SumPairOp>(cols, [&](int64_t j) {
-      const double d = body::centred(in[j], shift);
+      const double d = math::centred(in[j], shift);
       return SumPair{d, d * d};
     });
     const auto st = body::statistics<T>(shift, sums.first, sums.second, cols, eps);

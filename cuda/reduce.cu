@@ -120,10 +120,8 @@ void reduce_cuda(ReduceOp op, const Tensor& x, int64_t outer, int64_t k, int64_t
   });
 }
 
-// argmax as a fold. The CPU walks k in order and returns the first maximum, a NaN counting as
-// greater than everything (PyTorch's argmax: the first NaN wins). The same answer as a maximum
-// under a total order: NaNs first, then larger values, then smaller indices. A maximum under a
-// total order can be taken in any grouping, so the split passes give the CPU's index.
+// argmax as a fold under Note [Argmax under a total order], so the split passes give the CPU's
+// index.
 template <class T>
 struct Candidate {  // no initialisers: block_reduce keeps these in __shared__ memory
   T value;
@@ -137,10 +135,7 @@ struct ArgmaxOp {
   __device__ static Acc step(Acc a, Acc b) {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
-    const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
-    if (a_nan != b_nan) return a_nan ? a : b;
-    if (!a_nan && a.value != b.value) return a.value > b.value ? a : b;
-    return a.index < b.index ? a : b;
+    return math::argmax_prefers(b.value, b.index, a.value, a.index) ? b : a;
   }
 };
 

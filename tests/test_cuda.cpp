@@ -22,6 +22,7 @@
 #include "core/grad_unscale.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "tests/batch_norm_moments.h"
 #include "tests/op_table.h"
 #include "tests/test_helpers.h"
 #include "cuda/bad_index.h"
@@ -816,6 +817,12 @@ TEST(Cuda, BatchNormMatchesCpu) {
       }
     }
   }
+}
+
+// The statistics kernel is the CPU's function, Note [Shifted moments], bitwise on exact sums.
+TEST(Cuda, BatchNormStatisticsAreTheSharedMomentsBitwise) {
+  if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  testutil::expect_batch_norm_stats_are_the_shared_moments(kCUDA);
 }
 
 // A 16-bit input with float32 weight, bias and running statistics (Note [Mixed-dtype batch norm]),

@@ -19,6 +19,7 @@
 #include "core/kernel_bodies/embedding.h"
 #include "core/kernel_bodies/im2col.h"
 #include "core/kernel_bodies/pool.h"
+#include "tests/batch_norm_moments.h"
 
 using namespace ember;
 using kernels::Window2d;
@@ -443,3 +444,9 @@ TEST(KernelBodies, BatchNormApplyAndGradInputMatchTheFormulas) {
 }
 
 }  // namespace
+
+// Batch norm's statistics are the shared Note [Shifted moments], bitwise (test_cuda runs the same
+// check on a GPU).
+TEST(KernelBodies, BatchNormStatisticsAreTheSharedMomentsBitwise) {
+  testutil::expect_batch_norm_stats_are_the_shared_moments(kCPU);
+}

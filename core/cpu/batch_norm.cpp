@@ -1,5 +1,5 @@
 // CPU kernels of batch normalisation over x seen as [n, c, s] (s = spatial size). Sums run in
-// float lanes folded into double (Note [Lane reductions]) and the loops through simd_dispatch;
+// lanes folded into double (Note [Lane reductions]) and the loops through simd_dispatch;
 // each channel is independent, so channels are the parallel axis. The per-element math (apply,
 // grad_x) is core/kernel_bodies/batch_norm.h, which the CUDA kernels run too. A bfloat16 or
 // float16 x with float32 channel vectors computes in float32 as it is loaded (Stats below).
@@ -8,6 +8,7 @@
 #include "core/cpu/loops.h"
 #include "core/kernel_bodies/batch_norm.h"
 #include "core/kernel_bodies/elementwise_math.h"
+#include "core/kernel_bodies/moments.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
@@ -45,18 +46,16 @@ void batch_norm_stats_cpu(const Tensor& x, int64_t n, int64_t c, int64_t s, cons
     const T* px = x.data<T>();
     S* pm = mean.data<S>();
     S* pv = var.data<S>();
-    const double count = static_cast<double>(n * s);
     parallel_for(c, n * c * s, [&](int64_t ch) {
       simd_dispatch([&] {
-        const double mu = channel_sum<S>(n, c, s, ch, [px](int64_t at) { return static_cast<S>(px[at]); }) / count;
-        // second pass: no cancellation from E[x^2] - E[x]^2
-        const S m = static_cast<S>(mu);
-        const double sq = channel_sum<S>(n, c, s, ch, [px, m](int64_t at) {
-          const S d = static_cast<S>(px[at]) - m;
-          return d * d;
-        });
-        pm[ch] = m;
-        pv[ch] = static_cast<S>(sq / count);
+        // Note [Shifted moments], shifted by the channel's first element.
+        const double shift = n * s > 0 ? static_cast<double>(static_cast<S>(px[ch * s])) : 0.0;
+        auto centred = [px, shift](int64_t at) { return math::centred(static_cast<S>(px[at]), shift); };
+        const double sum = channel_sum<double>(n, c, s, ch, centred);
+        const double sum_sq = channel_sum<double>(n, c, s, ch, [&](int64_t at) { return centred(at) * centred(at); });
+        const math::Moments m = math::shifted_moments(shift, sum, sum_sq, n * s);
+        pm[ch] = static_cast<S>(m.mean);
+        pv[ch] = static_cast<S>(m.var);
       });
     });
   });

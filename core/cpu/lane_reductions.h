@@ -2,12 +2,9 @@
 // Sums, maxima and minima of a row in a fixed order of independent lanes, so they vectorise and
 // give the same bits at every SIMD level.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
-#include <type_traits>
 
-#include "core/kernel_bodies/elementwise_math.h"
+#include "core/kernel_bodies/reduction_rules.h"
 
 namespace ember::cpu {
 
@@ -40,39 +37,25 @@ inline constexpr int kLanes = 32;      // 4 AVX registers / 8 SSE registers of f
 inline constexpr int kLaneRun = 128;   // elements per lane per block
 inline constexpr int64_t kBlock = int64_t{kLanes} * kLaneRun;
 
-// The reductions: Lane is what a lane accumulates in, Total what block results fold into.
+// The reductions: Lane is what a lane accumulates in, Total what block results fold into. What a
+// sum totals in and how an extremum meets a NaN are the rules both devices share
+// (core/kernel_bodies/reduction_rules.h); a float sum's lanes stay in the element type for speed
+// (see the Note for why that loses nothing).
 template <class T>
 struct SumOp {
   using Lane = T;
-  using Total = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  using Total = math::SumTotal<T>;
   static constexpr Lane identity() { return Lane(0); }
-  static Lane step(Lane acc, Lane v) { return add(acc, v); }
-  static Total fold(Total acc, Total v) { return add(acc, v); }
-  // An integer sum wraps on overflow, as PyTorch's (Note [Integer arithmetic]); signed overflow
-  // would be undefined.
-  template <class A>
-  static A add(A acc, A v) {
-    if constexpr (std::is_integral_v<A>) return math::wrapping_add(acc, v);
-    else return acc + v;
-  }
+  static Lane step(Lane acc, Lane v) { return math::sum_add(acc, v); }
+  static Total fold(Total acc, Total v) { return math::sum_add(acc, v); }
 };
 
-// Max (IsMax) or min. A NaN wins and stays (as in PyTorch): neither comparison is true once the
-// accumulator is NaN. Written as a compare and a select, which vectorises; no call per element.
 template <class T, bool IsMax>
 struct ExtremumOp {
   using Lane = T;
   using Total = T;
-  static constexpr T identity() {
-    using L = std::numeric_limits<T>;
-    if constexpr (L::has_infinity) return IsMax ? -L::infinity() : L::infinity();
-    return IsMax ? L::lowest() : L::max();
-  }
-  static T step(T acc, T v) { return (IsMax ? v > acc : v < acc) || is_nan(v) ? v : acc; }
-  static bool is_nan(T v) {
-    if constexpr (std::is_floating_point_v<T>) return std::isnan(v);  // GCC emits a compare, not a call
-    return false;
-  }
+  static constexpr T identity() { return math::kExtremumIdentity<IsMax, T>; }
+  static T step(T acc, T v) { return math::extremum_step<IsMax>(acc, v); }
   static T fold(T acc, T v) { return step(acc, v); }
 };
 template <class T>

@@ -15,31 +15,11 @@ namespace {
 
 namespace body = layer_norm_bodies;
 
-// The sums over j in [0, n) of first(j) and of second(j), in double. kPairLanes independent
-// accumulators per sum make the loop over lanes elementwise, so it vectorises (Note [Lane
-// reductions] explains the idea); the lanes are folded in a fixed order.
-constexpr int kPairLanes = 8;
-
+// The sums over j in [0, n) of first(j) and of second(j), in double: two lane reductions (Note
+// [Lane reductions]) over a row that stays in cache between them.
 template <class First, class Second>
 std::pair<double, double> sum_pair(int64_t n, const First& first, const Second& second) {
-  double a[kPairLanes] = {}, b[kPairLanes] = {};
-  const int64_t whole = n - n % kPairLanes;
-  for (int64_t j = 0; j < whole; j += kPairLanes) {
-    for (int l = 0; l < kPairLanes; ++l) {
-      a[l] += first(j + l);
-      b[l] += second(j + l);
-    }
-  }
-  for (int64_t j = whole; j < n; ++j) {
-    a[0] += first(j);
-    b[0] += second(j);
-  }
-  double sa = 0, sb = 0;
-  for (int l = 0; l < kPairLanes; ++l) {
-    sa += a[l];
-    sb += b[l];
-  }
-  return {sa, sb};
+  return {reduce_row<SumOp<double>>(n, first), reduce_row<SumOp<double>>(n, second)};
 }
 
 // The statistics of Note [Layer-norm statistics], each row's sums taken by sum_pair.
@@ -56,7 +36,7 @@ void layer_norm_forward_cpu(const Tensor& x, const Tensor& weight, const Tensor&
         const T* in = px + r * cols;
         T* o = po + r * cols;
         const double shift = static_cast<double>(in[0]);
-        auto centred = [&](int64_t j) { return body::centred(in[j], shift); };
+        auto centred = [&](int64_t j) { return math::centred(in[j], shift); };
         const auto [sum, sum_sq] = sum_pair(cols, centred, [&](int64_t j) { return centred(j) * centred(j); });
         const auto st = body::statistics<T>(shift, sum, sum_sq, cols, eps);
         pm[r] = st.mean;

@@ -101,13 +101,11 @@ void argmax_cpu(const Tensor& x, int64_t outer, int64_t k, int64_t inner, const 
     parallel_for(outer * inner, outer * k * inner, [&](int64_t t) {
       const int64_t o = t / inner, i = t % inner;
       const T* base = px + o * k * inner + i;
-      // The first maximum; a NaN is greater than everything, as in PyTorch, so the first NaN
-      // wins (x != x only for a NaN, and never for an integer).
+      // A scan in index order under Note [Argmax under a total order]; nothing comes before a
+      // NaN, so the scan stops at the first.
       int64_t best = 0;
-      for (int64_t j = 1; j < k && !(base[best * inner] != base[best * inner]); ++j) {
-        const T v = base[j * inner];
-        if (v != v || v > base[best * inner]) best = j;
-      }
+      for (int64_t j = 1; j < k && !math::is_nan_value(base[best * inner]); ++j)
+        if (math::argmax_prefers(base[j * inner], j, base[best * inner], best)) best = j;
       po[t] = best;
     });
   });

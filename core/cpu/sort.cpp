@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
+#include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
@@ -19,18 +20,10 @@ namespace {
 // deterministic, and the first k of a partial sort (topk) are exactly the first k of the full
 // sort.
 template <class T>
-bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
-
-template <class T>
 bool precedes(T a, T b, bool descending) {
-  if (descending) return !is_nan(b) && (is_nan(a) || a > b);
-  return !is_nan(a) && (is_nan(b) || a < b);
+  using math::is_nan_value;
+  if (descending) return !is_nan_value(b) && (is_nan_value(a) || a > b);
+  return !is_nan_value(a) && (is_nan_value(b) || a < b);
 }
 
 void sort_cpu(const Tensor& x, int64_t outer, int64_t n, int64_t inner, int64_t k, bool descending,

@@ -5,15 +5,9 @@
 // reduction on the GPU) and how it spreads rows and columns over its threads.
 //
 // Note [Layer-norm statistics]
-// One pass over a row gives the sums of d and d^2 for d = x - x[0], in double, and then
-//   mean = x[0] + sum(d) / n,   var = sum(d^2) / n - (sum(d) / n)^2.
-// The textbook one-pass formula E[x^2] - E[x]^2 cancels badly when the mean is large next to
-// the spread: the variance is then the small difference of two large numbers. Shifting by an
-// element of the row makes both terms of the size of the spread, and double carries 29 more bits
-// than a float32 input. (Welford's update is also one pass and stable, but it divides for every
-// element and does not vectorise.) Rounding can still leave a tiny negative variance: it is
-// clamped to 0. The statistics are stored as mean and rstd = 1 / sqrt(var + eps), in x's dtype,
-// or in float32 for a 16-bit x (core/ops/layer_norm.cpp).
+// Each row's mean and variance are Note [Shifted moments] in core/kernel_bodies/moments.h, with the
+// row's x[0] as the shift: one pass over the row in double. They are stored as mean and
+// rstd = 1 / sqrt(var + eps), in x's dtype, or in float32 for a 16-bit x (core/ops/layer_norm.cpp).
 //
 // Note [Layer-norm backward]
 // Per row, with xhat = (x - mean) * rstd over its n columns and y = w * xhat + b:
@@ -24,14 +18,9 @@
 #include <cstdint>
 
 #include "core/kernel_bodies/host_device.h"
+#include "core/kernel_bodies/moments.h"
 
 namespace ember::layer_norm_bodies {
-
-// d = x - shift, the term whose sum and square sum give the statistics (shift = the row's x[0]).
-template <class T>
-EMBER_HOST_DEVICE double centred(T x, double shift) {
-  return static_cast<double>(x) - shift;
-}
 
 template <class T>
 struct RowStatistics {
@@ -41,9 +30,8 @@ struct RowStatistics {
 // The statistics of a row of n elements from sum(d) and sum(d^2).
 template <class T>
 EMBER_HOST_DEVICE RowStatistics<T> statistics(double shift, double sum, double sum_sq, int64_t n, double eps) {
-  const double offset = sum / static_cast<double>(n);
-  const double var = sum_sq / static_cast<double>(n) - offset * offset;
-  return {static_cast<T>(shift + offset), static_cast<T>(1.0 / sqrt((var > 0 ? var : 0.0) + eps))};
+  const math::Moments m = math::shifted_moments(shift, sum, sum_sq, n);
+  return {static_cast<T>(m.mean), static_cast<T>(1.0 / sqrt(m.var + eps))};
 }
 
 template <class T>
