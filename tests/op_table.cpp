@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -66,12 +67,12 @@ Tensor seeded_dropout(const Tensor& x) {
   return dropout(x, 0.4);
 }
 
-std::vector<OpRow> make_table() {
-  const Shape m = {3, 4};
-  std::vector<OpRow> t;
-  auto add_row = [&](OpRow r) { t.push_back(std::move(r)); };
+// Collects the rows in make_table()'s order: add_row(row(...)).
+using AddRow = std::function<void(OpRow)>;
+const Shape m = {3, 4};  // the shape most rows use
 
-  // --- elementwise arithmetic (broadcasting) ---
+// --- elementwise arithmetic (broadcasting) ---
+void arithmetic_rows(const AddRow& add_row) {
   add_row(row("add", {floating(m), floating({4})}, [](const V& x) { return add(x[0], x[1]); }) | integers_too);
   add_row(row("sub", {floating(m), floating({3, 1})}, [](const V& x) { return sub(x[0], x[1]); }) | integers_too);
   add_row(variant("sub", "both broadcast", {floating({2, 1, 3}), floating({4, 1})},
@@ -91,8 +92,10 @@ std::vector<OpRow> make_table() {
   add_row(row("minimum", {floating(m), floating(m)}, [](const V& x) { return minimum(x[0], x[1]); }) | integers_too);
   add_row(row("add_scalar", {floating(m)}, [](const V& x) { return add_scalar(x[0], 1.5); }) | integers_too);
   add_row(row("mul_scalar", {floating(m)}, [](const V& x) { return mul_scalar(x[0], -0.75); }) | integers_too);
+}
 
-  // --- unary math and activations ---
+// --- unary math and activations ---
+void unary_rows(const AddRow& add_row) {
   add_row(row("neg", {floating(m)}, [](const V& x) { return neg(x[0]); }) | integers_too);
   add_row(row("exp", {floating(m)}, [](const V& x) { return exp(x[0]); }));
   add_row(row("log", {floating(m, 0.5, 3.0)}, [](const V& x) { return log(x[0]); }));
@@ -129,8 +132,10 @@ std::vector<OpRow> make_table() {
           integers_too);
   add_row(row("masked_fill", {floating(m), mask({4})}, [](const V& x) { return masked_fill(x[0], x[1], -3.0); }) |
           integers_too);
+}
 
-  // --- comparisons (uint8, no gradient) ---
+// --- comparisons (uint8, no gradient) ---
+void comparison_rows(const AddRow& add_row) {
   for (const auto& [name, cmp] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&, const Tensor&)>>{
            {"eq", &eq}, {"ne", &ne}, {"lt", &lt}, {"le", &le}, {"gt", &gt}, {"ge", &ge}}) {
     // b equals a where the mask is set, so that every comparison has both answers
@@ -138,8 +143,10 @@ std::vector<OpRow> make_table() {
                 [compare = cmp](const V& x) { return compare(x[0], where(x[2], x[0], x[1])); }) |
             no_gradient | integers_too);
   }
+}
 
-  // --- reductions ---
+// --- reductions ---
+void reduction_rows(const AddRow& add_row) {
   add_row(row("sum", {floating(m)}, [](const V& x) { return sum(x[0]); }) | integers_too);
   add_row(variant("sum", "dims, keepdim", {floating({2, 3, 4})}, [](const V& x) { return sum(x[0], {0, 2}, true); }) |
           integers_too);
@@ -195,8 +202,10 @@ std::vector<OpRow> make_table() {
   add_row(row("argsort", {floating({3, 5})}, [](const V& x) { return argsort(x[0], 1); }) | no_gradient |
           integers_too);
   add_row(row("topk", {floating({3, 6})}, [](const V& x) { return topk(x[0], 2, 1).values; }) | integers_too);
+}
 
-  // --- products ---
+// --- products ---
+void product_rows(const AddRow& add_row) {
   add_row(row("matmul", {floating({2, 3, 4}), floating({4, 5})}, [](const V& x) { return matmul(x[0], x[1]); }) |
           accumulates);
   add_row(variant("matmul", "transposed operand", {floating({4, 3}), floating({4, 2})},
@@ -239,8 +248,10 @@ std::vector<OpRow> make_table() {
                   [](const V& x) { return einsum("...ii->...i", {x[0]}); }));
   add_row(variant("einsum", "outer", {floating({3}), floating({4})},
                   [](const V& x) { return einsum("i,j->ij", {x[0], x[1]}); }));
+}
 
-  // --- losses (targets are constants) ---
+// --- losses (targets are constants) ---
+void loss_rows(const AddRow& add_row) {
   add_row(with_reference(row("cross_entropy", {floating({4, 5}), index({4}, 5)},
                              [](const V& x) { return cross_entropy(x[0], x[1], Reduction::Mean, -100, 0.1); }),
                          [](const V& x) {  // smoothed targets: 0.9 on the class, 0.1 spread over all 5
@@ -266,8 +277,10 @@ std::vector<OpRow> make_table() {
         const Tensor s = sigmoid(x[0]);
         return -mean(x[2] * x[1] * log(s) + (1.0 - x[1]) * log(1.0 - s));
       }));
+}
 
-  // --- indexing, joining, views ---
+// --- indexing, joining, views ---
+void indexing_rows(const AddRow& add_row) {
   add_row(row("index_select", {floating({4, 3}), index({5}, 4)}, [](const V& x) { return index_select(x[0], 0, x[1]); }) |
           integers_too);
   add_row(row("gather", {floating({3, 4}), index({3, 2}, 4)}, [](const V& x) { return gather(x[0], 1, x[1]); }) |
@@ -305,8 +318,10 @@ std::vector<OpRow> make_table() {
   add_row(variant("pad", "circular, a crop", {floating({2, 3, 4})},
                   [](const V& x) { return pad(x[0], {4, 2, 1, -1}, PadMode::Circular); }) |
           integers_too);
+}
 
-  // --- convolution, pooling, normalisation, dropout ---
+// --- convolution, pooling, normalisation, dropout ---
+void conv_pool_norm_rows(const AddRow& add_row) {
   add_row(row("conv2d", {floating({2, 3, 6, 5}), floating({4, 3, 3, 3}), floating({4})},
               [](const V& x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 1}); }) |
           accumulates);
@@ -335,8 +350,10 @@ std::vector<OpRow> make_table() {
   add_row(variant("layer_norm", "constant weight", {floating({2, 5}), constant({5}, 0.5, 1.5), floating({5})},
                   [](const V& x) { return layer_norm(x[0], {5}, x[1], x[2]); }));
   add_row(row("dropout", {floating({4, 6})}, [](const V& x) { return seeded_dropout(x[0]); }));
+}
 
-  // --- transformer building blocks ---
+// --- transformer building blocks ---
+void transformer_rows(const AddRow& add_row) {
   add_row(row("embedding", {floating({6, 3}), index({2, 4}, 6)}, [](const V& x) { return embedding(x[0], x[1]); }));
   add_row(row("causal_mask", {}, [](const V&) { return causal_mask(4); }) | no_gradient);
   add_row(row("scaled_dot_product_attention", {floating({2, 3, 4}), floating({2, 5, 4}), floating({2, 5, 3})},
@@ -396,6 +413,40 @@ std::vector<OpRow> make_table() {
                   {floating({3, 2}), floating({4, 2}), floating({4, 3}), floating({3, 4})},
                   [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); }) |
           accumulates);
+}
+
+// --- Tensor methods: views, copies and casts (Note [The op registry] in core/op_registry.h) ---
+void tensor_method_rows(const AddRow& add_row) {
+  add_row(row("contiguous", {floating(m)}, [](const V& x) { return x[0].t().contiguous(); }) | integers_too);
+  add_row(row("clone", {floating(m)}, [](const V& x) { return x[0].clone(); }) | integers_too);
+  add_row(row("to", {floating(m)}, [](const V& x) { return x[0].to(kFloat64); }) | integers_too);
+  add_row(row("view", {floating(m)}, [](const V& x) { return x[0].view({4, 3}); }) | integers_too);
+  add_row(row("reshape", {floating(m)}, [](const V& x) { return x[0].reshape({2, 6}); }) | integers_too);
+  add_row(variant("reshape", "of a transposed view: a copy", {floating(m)},
+                  [](const V& x) { return x[0].t().reshape({12}); }) |
+          integers_too);
+  add_row(row("transpose", {floating({2, 3, 4})}, [](const V& x) { return x[0].transpose(0, 2); }) | integers_too);
+  add_row(row("t", {floating(m)}, [](const V& x) { return x[0].t(); }) | integers_too);
+  add_row(row("permute", {floating({2, 3, 4})}, [](const V& x) { return x[0].permute({2, 0, 1}); }) | integers_too);
+  add_row(row("narrow", {floating(m)}, [](const V& x) { return x[0].narrow(1, 1, 2); }) | integers_too);
+  add_row(row("slice", {floating({5, 4})}, [](const V& x) { return x[0].slice(0, 1, 5, 2); }) | integers_too);
+  add_row(row("select", {floating(m)}, [](const V& x) { return x[0].select(1, 2); }) | integers_too);
+  add_row(row("expand", {floating({3, 1})}, [](const V& x) { return x[0].expand({2, 3, 4}); }) | integers_too);
+  add_row(row("squeeze", {floating({3, 1, 4})}, [](const V& x) { return x[0].squeeze(); }) | integers_too);
+  add_row(variant("squeeze", "one dim", {floating({3, 1, 4, 1})}, [](const V& x) { return x[0].squeeze(1); }) |
+          integers_too);
+  add_row(row("unsqueeze", {floating(m)}, [](const V& x) { return x[0].unsqueeze(1); }) | integers_too);
+  add_row(row("flatten", {floating({2, 3, 4})}, [](const V& x) { return x[0].flatten(1); }) | integers_too);
+}
+
+// The families in the order they are written above (make_autocast_fixtures.py reads the rows in
+// that order) and were added (op_table_seed numbers the rows in this order).
+std::vector<OpRow> make_table() {
+  std::vector<OpRow> t;
+  const AddRow add_row = [&t](OpRow r) { t.push_back(std::move(r)); };
+  for (auto* family : {arithmetic_rows, unary_rows, comparison_rows, reduction_rows, product_rows, loss_rows,
+                       indexing_rows, conv_pool_norm_rows, transformer_rows, tensor_method_rows})
+    family(add_row);
   return t;
 }
 
@@ -507,6 +558,55 @@ void compare_with_reference(const OpRow& r, uint64_t seed, double tol) {
                      run(composed, op_inputs_as(r, base, kFloat64, kCPU), upstream_seed(seed), kFloat64), tol);
 }
 
+namespace {
+
+// t's values in a tensor that is not contiguous: its last dim read with a stride of 2 from a
+// buffer twice as wide. A leaf that requires grad where t does.
+Tensor non_contiguous_copy(const Tensor& t) {
+  if (t.dim() == 0) return t;
+  Shape wide = t.shape();
+  wide.back() *= 2;
+  Tensor view = zeros(wide, TensorOptions(t.dtype()).with_device(t.device())).slice(-1, 0, wide.back(), 2);
+  view.copy_(t.detach());
+  view = view.detach();
+  if (t.requires_grad()) view.requires_grad_();
+  return view;
+}
+
+}  // namespace
+
+void compare_non_contiguous(const OpRow& r, uint64_t seed, Device device) {
+  const std::vector<Tensor> base = make_op_inputs(r, seed);
+  std::vector<Tensor> strided;
+  for (const Tensor& t : op_inputs_as(r, base, kFloat64, device)) strided.push_back(non_contiguous_copy(t));
+  expect_same_result(run(r, strided, upstream_seed(seed), kFloat64),
+                     run(r, op_inputs_as(r, base, kFloat64, device), upstream_seed(seed), kFloat64), 1e-12);
+}
+
+bool check_zero_size(const OpRow& r, uint64_t seed, Device device) {
+  std::vector<Tensor> base = make_op_inputs(r, seed);
+  if (base.empty() || base[0].dim() == 0) return false;
+  const int64_t batch = base[0].size(0);
+  for (Tensor& t : base)
+    if (t.dim() > 0 && t.size(0) == batch) t = t.narrow(0, 0, 0).contiguous();
+  const std::vector<Tensor> inputs = op_inputs_as(r, base, kFloat64, device);
+  try {
+    const Tensor out = r.fn(inputs);
+    if (!r.differentiable || !out.requires_grad()) return true;
+    sum(out).backward();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].requires_grad() || !inputs[i].grad().defined()) continue;
+      EXPECT_EQ(inputs[i].grad().shape(), inputs[i].shape()) << "the gradient of input " << i;
+    }
+    return true;
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_TRUE(message.find('[') != std::string::npos && message.find("] ") != std::string::npos)
+        << "an error that names no op: " << message;
+    return false;
+  }
+}
+
 const std::vector<OpRow>& op_table() {
   static const std::vector<OpRow> table = make_table();
   return table;
@@ -565,8 +665,6 @@ void expect_autocast_dtypes(const std::string& file, Device device, const std::a
 const std::vector<OpExemption>& op_table_exemptions() {
   static const std::vector<OpExemption> exemptions = {
       {"fingerprint", "returns a uint64 checksum, not a tensor; tests/test_checkpoint.cpp and test_cuda.cpp pin it"},
-      {"check_window_options", "an argument check the pooling layers share, not an op"},
-      {"check_batch_norm_options", "an argument check the batch-norm layers share, not an op"},
       {"attention_weights", "the first half of scaled_dot_product_attention (its checks, cast and ops), whose rows "
                             "cover it; tests/test_attention.cpp checks its weights against PyTorch's through "
                             "nn::MultiheadAttention's need_weights"},

@@ -1,6 +1,6 @@
 #pragma once
 // Note [The op table]
-// One row per op of core/ops.h (or several, one per shape class or variant): how to make its
+// One row per op of the registry (or several, one per shape class or variant): how to make its
 // inputs, how to call it, and what it promises. tests/test_op_table.cpp runs every row through
 // the same checks, so a new op gets them all from one row:
 //   - gradcheck in float64 (rows that are differentiable),
@@ -10,8 +10,10 @@
 //   - CUDA against the CPU in every column (skipped without a GPU),
 //   - the output dtype under CPU and CUDA autocast against PyTorch's (autocast_fixture below),
 //   - a composed-ops reference where a row has one: forward and gradients in float64,
+//   - non-contiguous inputs against contiguous ones, and zero-size inputs (a result or a clean error),
 //   - the error for integer inputs, naming the op, for ops that compute only in floating point,
-//   - completeness: every op declared in core/ops.h has a row or an exemption with its reason.
+//   - completeness: every op of the registry (Note [The op registry] in core/op_registry.h) has a
+//     row or an exemption with its reason.
 // The hand-written tests of each family stay where they are (values at known points, PyTorch
 // parity fixtures, the op's own bad-argument errors); the table adds what is the same for all.
 #include <array>
@@ -51,7 +53,7 @@ inline OpInput mask(Shape shape) { return {OpInput::Kind::Mask, std::move(shape)
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct OpRow {
-  std::string op;       // its name in core/ops.h
+  std::string op;       // its name in the registry (core/op_registry.h)
   std::string variant;  // what this row exercises, when an op has several rows
   std::vector<OpInput> inputs;
   OpFn fn;
@@ -87,6 +89,17 @@ void compare_with_float64(const OpRow& r, uint64_t seed, DType dtype, Device dev
 // The row against its reference, both in float64 on the CPU, within `tol`.
 void compare_with_reference(const OpRow& r, uint64_t seed, double tol);
 
+// The row on non-contiguous copies of its inputs (each read with a stride of 2 along its last
+// dim, leaves where they are differentiated) against the row on the contiguous inputs, both in
+// float64 on `device`: the same outputs and gradients within 1e-12.
+void compare_non_contiguous(const OpRow& r, uint64_t seed, Device device);
+
+// The row with zero-size inputs: each input whose leading dim is the first input's gets 0 there
+// (the batch the inputs share). The op must either compute, and then its backward gives each
+// differentiated input a gradient of that input's shape, or refuse with an ember::Error that
+// names an op ("[name] ..."); never crash. Returns whether it computed.
+bool check_zero_size(const OpRow& r, uint64_t seed, Device device);
+
 // Every row's output dtype under autocast on `device` against PyTorch's, read from
 // <file> in fixtures_dir() (tests/fixture.h; written by make_autocast_fixtures.py). The file's three
 // columns are the dtypes with the row's floating inputs in columns[k].inputs, inside a region of
@@ -96,7 +109,7 @@ struct AutocastColumn {
 };
 void expect_autocast_dtypes(const std::string& file, Device device, const std::array<AutocastColumn, 3>& columns);
 
-// Names declared in core/ops.h that are not ops a row could drive, each with the reason.
+// Registered ops that have no row, each with the reason.
 struct OpExemption {
   std::string name, reason;
 };

@@ -339,6 +339,10 @@ TEST(Cuda, OpTableMatchesCpu) {
     for (DType dtype : {kFloat32, kBFloat16, kFloat16})
       testutil::compare_with_float64(table[i], testutil::op_table_seed(i), dtype, kCUDA,
                                      testutil::column_tolerance(table[i], dtype));
+    testutil::compare_non_contiguous(table[i], testutil::op_table_seed(i), kCUDA);
+    // The GPU computes on zero-size inputs where the CPU does (and refuses where it refuses).
+    EXPECT_EQ(testutil::check_zero_size(table[i], testutil::op_table_seed(i), kCUDA),
+              testutil::check_zero_size(table[i], testutil::op_table_seed(i), kCPU));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/autograd/gradcheck.h"
 #include "core/generator.h"
+#include "core/op_registry.h"
 #include "core/ops.h"
 #include "tests/op_table.h"
 #include "tests/test_helpers.h"
@@ -104,6 +105,28 @@ TEST(OpTable, IntegerInputsAreRefusedByName) {
   }
 }
 
+// Note [The op registry]: every registered op has a row or an exemption, and every row and
+// exemption names a registered op.
+TEST(OpTable, EveryRegisteredOpHasARow) {
+  std::set<std::string> registered, with_row, exempt;
+  for (const RegisteredOp& op : registered_ops()) EXPECT_TRUE(registered.insert(std::string(op.name)).second) << op.name;
+  for (const OpRow& r : testutil::op_table()) with_row.insert(r.op);
+  for (const auto& e : testutil::op_table_exemptions()) {
+    EXPECT_FALSE(e.reason.empty()) << e.name;
+    EXPECT_FALSE(with_row.count(e.name)) << e.name << " has a row and an exemption";
+    exempt.insert(e.name);
+  }
+  EXPECT_GT(registered.size(), 90u) << "the registry's lists were not read";
+  std::ostringstream missing;
+  for (const std::string& name : registered)
+    if (!with_row.count(name) && !exempt.count(name)) missing << " " << name;
+  EXPECT_TRUE(missing.str().empty()) << "registered ops without a row in tests/op_table.cpp (or an exemption with its "
+                                        "reason):"
+                                     << missing.str();
+  for (const std::string& name : with_row) EXPECT_TRUE(registered.count(name)) << name << " has a row but is not registered";
+  for (const std::string& name : exempt) EXPECT_TRUE(registered.count(name)) << name << " is exempt but not registered";
+}
+
 // The names core/ops.h declares as functions (operators aside), read from the header itself: a
 // line that starts with a return type at column 0 and has "name(" after it.
 std::set<std::string> declared_ops() {
@@ -128,25 +151,42 @@ std::set<std::string> declared_ops() {
   return names;
 }
 
-TEST(OpTable, EveryDeclaredOpHasARow) {
-  std::set<std::string> covered;
-  for (const OpRow& r : testutil::op_table()) covered.insert(r.op);
-  for (const auto& e : testutil::op_table_exemptions()) {
-    EXPECT_FALSE(e.reason.empty()) << e.name;
-    covered.insert(e.name);
-  }
+// The registry itself against the header: an op declared in core/ops.h and not registered would
+// escape the test above. The header also declares the argument checks that layers share.
+TEST(OpRegistry, ListsEveryOpCoreOpsHDeclares) {
+  const std::set<std::string> argument_checks = {"check_window_options", "check_batch_norm_options"};
+  std::set<std::string> registered;
+  for (const RegisteredOp& op : registered_ops())
+    if (!op.tensor_method) registered.insert(std::string(op.name));
   const std::set<std::string> declared = declared_ops();
   EXPECT_GT(declared.size(), 60u) << "the header's declarations were not found";
-  std::vector<std::string> missing;
   for (const std::string& name : declared)
-    if (!covered.count(name)) missing.push_back(name);
-  std::ostringstream list;
-  for (const std::string& name : missing) list << " " << name;
-  EXPECT_TRUE(missing.empty()) << "ops declared in core/ops.h without a row in tests/op_table.cpp (or an "
-                                  "exemption with its reason):"
-                               << list.str();
-  for (const std::string& name : covered)
-    EXPECT_TRUE(declared.count(name)) << name << " has a row but core/ops.h declares no such op";
+    EXPECT_TRUE(registered.count(name) || argument_checks.count(name))
+        << name << " is declared in core/ops.h but not registered in core/op_registry.h";
+  for (const std::string& name : registered)
+    EXPECT_TRUE(declared.count(name)) << name << " is registered as a function of core/ops.h, which does not declare it";
+}
+
+// Non-contiguous inputs give what contiguous ones give, in every row.
+TEST(OpTable, NonContiguousInputsMatchContiguous) {
+  const auto& table = testutil::op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(testutil::op_label(table[i]));
+    testutil::compare_non_contiguous(table[i], testutil::op_table_seed(i), kCPU);
+  }
+}
+
+// Zero-size inputs give a result, with gradients of the inputs' shapes, or an error naming an op.
+TEST(OpTable, ZeroSizeInputsComputeOrRefuseByName) {
+  const auto& table = testutil::op_table();
+  size_t computed = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(testutil::op_label(table[i]));
+    computed += testutil::check_zero_size(table[i], testutil::op_table_seed(i), kCPU) ? 1 : 0;
+  }
+  // Most ops compute on an empty batch, as PyTorch's do; the others refuse (a view to a shape of
+  // other numel, a mean over nothing in a loss).
+  EXPECT_GT(computed, table.size() / 2);
 }
 
 }  // namespace

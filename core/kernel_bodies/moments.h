@@ -13,6 +13,7 @@
 // float32 input. (Welford's update is also one pass and stable, but it divides for every element
 // and does not vectorise; two passes, the mean first, read the values twice.) Rounding can still
 // leave a tiny negative variance: it is clamped to 0.
+#include <cmath>
 #include <cstdint>
 
 #include "core/kernel_bodies/host_device.h"
@@ -30,9 +31,11 @@ struct Moments {
 };
 
 // The moments of n values from sum(d) and sum(d^2) (see the Note).
-EMBER_HOST_DEVICE inline Moments shifted_moments(double shift, double sum, double sum_sq, int64_t n) {
+EMBER_HOST_DEVICE Moments shifted_moments(double shift, double sum, double sum_sq, int64_t n) {
   const double offset = sum / static_cast<double>(n);
-  const double var = sum_sq / static_cast<double>(n) - offset * offset;
+  // One fma, written out: a compiler may contract `a - b * c` on one device and not on the other
+  // (GCC does on the CPU's FMA paths, nvcc on the GPU), which would round the two differently.
+  const double var = fma(-offset, offset, sum_sq / static_cast<double>(n));
   return {shift + offset, var > 0 ? var : 0.0};
 }
 
