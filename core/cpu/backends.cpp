@@ -11,7 +11,7 @@
 // exception there would end the process. So the variables are read without throwing: a bad value
 // (none of the names, or a choice this build or CPU cannot run) leaves the default and an error
 // message, which the first CPU kernel call reports as an ember::Error on the caller's thread
-// (check_cpu_environment is the CPU's check of Note [A backend's first call] in core/kernels.h),
+// (check_cpu_environment is the CPU's check of Note [A backend's first call] in core/kernel_table.h),
 // and every call after it, until the program sets that choice itself.
 #include <atomic>
 #include <cstdlib>
