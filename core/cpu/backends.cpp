@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "core/check.h"
-#include "core/cpu/loops.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/cpu_settings.h"
 #include "core/kernels.h"
 

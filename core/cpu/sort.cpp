@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {
