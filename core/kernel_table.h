@@ -28,7 +28,7 @@ namespace ember::kernels {
 // Note [A backend's first call]
 // A backend may need to refuse work before its first kernel runs: the CPU backend, when an
 // environment variable chose something it cannot run (Note [Choices from the environment] in
-// core/cpu/backends.cpp). It registers a check for its device type; the table runs the check
+// core/environment_choice.h). It registers a check for its device type; the table runs the check
 // when a kernel of that type is looked up until the check passes once, on the caller's thread
 // (so its ember::Error reaches the op's caller), and after that a lookup costs one relaxed load.
 // A check that throws runs again at the next lookup, so every call fails until the program
