@@ -26,9 +26,10 @@
 //                       [--fractions 0.5] [--both-value-checks]
 // --no-value-check runs every checkpoint with check_values = false: the recompute is checked for
 // its shapes and dtypes only, as PyTorch's non-reentrant checkpoint does by default, not for its
-// values (Note [Checking the recompute] in utils/checkpoint.cpp). --both-value-checks runs every
-// planner point both ways, taking turns, so that the check's cost is measured within one run: the
-// copy is named <config>/shapes_only, or <config>/values_checked with --no-value-check.
+// values (Note [Checking the recompute] in utils/checkpoint_value_check.cpp). --both-value-checks
+// runs every planner point both ways, taking turns, so that the check's cost is measured within
+// one run: the copy is named <config>/shapes_only, or <config>/values_checked with
+// --no-value-check.
 //
 // bench/draw_checkpoint_frontier.py draws the JSON next to PyTorch's (docs/checkpoint_frontier.svg).
 #include <CLI/CLI.hpp>

@@ -1,8 +1,8 @@
 #pragma once
 // How the CPU backend runs, chosen per process: its threads, which library runs a convolution
 // and a float product, and the vector instructions of ember's own loops. Each starts from an
-// environment variable (Note [Choices from the environment] in core/cpu/backends.cpp) and can be
-// set at run time. Not ops: core/ops.h includes this header so that code written against the
+// environment variable (Note [Choices from the environment] in core/environment_choice.h) and can
+// be set at run time. Not ops: core/ops.h includes this header so that code written against the
 // old declarations there still compiles.
 namespace ember {
 
@@ -11,13 +11,13 @@ namespace ember {
 void set_num_threads(int n);
 int get_num_threads();
 
-// --- which library runs the CPU's convolutions and float products (core/cpu/backends.cpp) ---
+// --- which library runs the CPU's convolutions and float products (core/cpu/{conv,gemm}_backend.cpp) ---
 // Reference: ember's im2col + gemm (core/cpu/conv.cpp), the readable one and the tests' oracle.
 // OneDNN: oneDNN's float32 convolutions (Note [Convolution through oneDNN]), the default when
 // ember is built with it (EMBER_DNNL); cases it does not take still run the reference. The
 // environment variable EMBER_CONV_BACKEND=reference|onednn sets the starting choice; choosing
 // OneDNN in a build without it fails (a bad variable, at the first CPU op: Note [Choices from
-// the environment] in core/cpu/backends.cpp).
+// the environment] in core/environment_choice.h).
 enum class ConvBackend { Reference, OneDNN };
 void set_conv_backend(ConvBackend backend);
 ConvBackend conv_backend();

@@ -1,6 +1,8 @@
-#include "core/kernels.h"
+#include "core/kernel_table.h"
 
 #include <atomic>
+
+#include "core/kernels/elementwise.h"
 
 namespace ember::kernels {
 
@@ -19,6 +21,8 @@ void detail::run_device_check(DeviceType type) {
   if (DeviceCheck* check = device_checks[static_cast<int>(type)].load()) check();  // may throw: stays unchecked
   device_checked[static_cast<int>(type)].store(true, std::memory_order_relaxed);
 }
+
+void detail::convert_into(const Tensor& src, const Tensor& dst) { copy[dst.device()](src, dst); }
 
 void detail::no_sixteen_bit_kernel(const char* name, DType dtype) {
   EMBER_FAIL("[", name, "] has no ", dtype_name(dtype), " kernel (declared without its Writes, it cannot be "

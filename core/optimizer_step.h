@@ -29,7 +29,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/kernels.h"
+#include "core/kernel_table.h"
 #include "core/tensor.h"
 
 namespace ember {
@@ -71,7 +71,7 @@ struct FusedParam {
 void fused_optimizer_step(const OptimizerRule& rule, const std::vector<FusedParam>& params);
 
 namespace kernels {
-// The kernel slot of fused_optimizer_step, declared here rather than in core/kernels.h so that
+// The kernel slot of fused_optimizer_step, declared here rather than in core/kernels/ so that
 // only the optimizer code sees the rules. The contract of fused_optimizer_step holds: all
 // contiguous, one floating dtype and device, grads and state shaped like their parameters.
 using OptimizerStepFn = void(const OptimizerRule& rule, const std::vector<FusedParam>& params);

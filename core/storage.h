@@ -28,7 +28,7 @@ class Storage {
   void bump_version() { ++version_->value; }
   // Storages are numbered as they are made, from 1: one made before another has a smaller
   // serial. Checkpointing tells a tensor made before a region from one made inside it by this
-  // (Note [Saved tensors not recomputed] in utils/checkpoint.cpp).
+  // (Note [Saved tensors not recomputed] in utils/checkpoint_value_check.cpp).
   uint64_t serial() const { return serial_; }
   static uint64_t next_serial();  // the serial the next storage will get
 

@@ -17,24 +17,31 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/kernels.h"
+#include "core/kernel_table.h"
 
 namespace ember::kernels::detail {
 
 // One argument of a staged call: a 16-bit tensor becomes a float32 copy; everything else passes.
+// sixteen_bit_dtype says which 16-bit dtype the argument stages, Float32 for none. A struct of
+// tensors specialises Staged where it is declared (BatchNormRunning, core/kernels/batch_norm.h).
 template <class A>
 struct Staged {
   const A& original;
   Staged(const A& a, bool) : original(a) {}
   const A& argument() const { return original; }
   void write_back() const {}
+  static DType sixteen_bit_dtype(const A&) { return kFloat32; }
 };
 
 inline bool stages(const Tensor& t) { return t.defined() && is_sixteen_bit(t.dtype()); }
 
+// dst = src converted to dst's dtype, on their device: the copy kernel's slot, called out of line
+// (core/kernels.cpp) because that kernel is declared in core/kernels/elementwise.h, after this.
+void convert_into(const Tensor& src, const Tensor& dst);
+
 inline Tensor float32_copy(const Tensor& t) {
   Tensor f = empty(t.shape(), TensorOptions(kFloat32).with_device(t.device()));
-  if (f.numel() > 0) copy[t.device()](t, f);
+  if (f.numel() > 0) convert_into(t, f);
   return f;
 }
 
@@ -48,41 +55,15 @@ struct Staged<Tensor> {
   }
   const Tensor& argument() const { return staged.defined() ? staged : original; }
   void write_back() const {
-    if (written && staged.defined() && staged.numel() > 0) copy[original.device()](staged, original);
+    if (written && staged.defined() && staged.numel() > 0) convert_into(staged, original);
   }
+  static DType sixteen_bit_dtype(const Tensor& t) { return stages(t) ? t.dtype() : kFloat32; }
 };
-
-// The running statistics of a batch-norm forward are written through the struct.
-template <>
-struct Staged<BatchNormRunning> {
-  const BatchNormRunning& original;
-  BatchNormRunning staged;
-  Staged(const BatchNormRunning& r, bool) : original(r), staged(r) {
-    if (stages(r.mean)) staged.mean = float32_copy(r.mean);
-    if (stages(r.var)) staged.var = float32_copy(r.var);
-  }
-  const BatchNormRunning& argument() const { return staged; }
-  void write_back() const {
-    if (stages(original.mean)) copy[original.mean.device()](staged.mean, original.mean);
-    if (stages(original.var)) copy[original.var.device()](staged.var, original.var);
-  }
-};
-
-template <class A>
-DType sixteen_bit_dtype_of(const A& a) {
-  if constexpr (std::is_same_v<A, Tensor>) {
-    return stages(a) ? a.dtype() : kFloat32;
-  } else if constexpr (std::is_same_v<A, BatchNormRunning>) {
-    return stages(a.mean) ? a.mean.dtype() : stages(a.var) ? a.var.dtype() : kFloat32;
-  } else {
-    return kFloat32;
-  }
-}
 
 template <class... Args>
 DType sixteen_bit_dtype(const Args&... args) {
   DType found = kFloat32;
-  ((found = found != kFloat32 ? found : sixteen_bit_dtype_of(args)), ...);
+  ((found = found != kFloat32 ? found : Staged<Args>::sixteen_bit_dtype(args)), ...);
   return found;
 }
 

@@ -14,6 +14,7 @@
 #include <climits>
 #include <type_traits>
 
+#include "core/kernel_bodies/gemm_layout.h"
 #include "core/kernels.h"
 #include "cuda/check.h"
 #include "cuda/context.h"

@@ -101,31 +101,6 @@ bool Optimizer::takes_fused_step(size_t index, const Tensor& p, const Tensor& gr
   return true;
 }
 
-Float32Copies::Work Float32Copies::prepare(const Tensor& param) {
-  if (!is_sixteen_bit(param.dtype())) return {param, param.grad()};
-  Work work{param.to(kFloat32), param.grad().to(kFloat32)};
-  copies_.emplace_back(param, work.param);
-  return work;
-}
-
-void Float32Copies::write_back() const {
-  for (const auto& [param, copy] : copies_) param.copy_(copy);
-}
-
-void FusedBatches::add(FusedParam param) {
-  const Tensor& p = param.param;
-  auto same = [&](const std::vector<FusedParam>& batch) {
-    return batch.front().param.device() == p.device() && batch.front().param.dtype() == p.dtype();
-  };
-  auto batch = std::find_if(batches_.begin(), batches_.end(), same);
-  if (batch == batches_.end()) batch = batches_.emplace(batches_.end());
-  batch->push_back(std::move(param));
-}
-
-void FusedBatches::run(const OptimizerRule& rule) const {
-  for (const auto& batch : batches_) fused_optimizer_step(rule, batch);
-}
-
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard no_grad;
   for (const auto& group : groups_)

@@ -41,9 +41,10 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
-#include "core/optimizer_step.h"
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "optim/float32_copies.h"
+#include "optim/fused_batches.h"
 
 namespace ember::optim {
 
@@ -138,42 +139,6 @@ class Optimizer {
   std::vector<std::vector<Tensor>> groups_;
   std::vector<StateSpec> state_specs_;
   std::vector<ParamState> state_;  // by parameter index
-};
-
-// Note [Sixteen-bit parameters step in float32]
-// A bfloat16 weight holds 8 significant bits: an update smaller than 1/256 of the weight rounds
-// away, and a moment (Adam's exp_avg_sq is a square) kept in bfloat16 loses most of what it
-// averages. So a 16-bit parameter steps as a float32 copy of itself and of its gradient: the
-// update rule, fused or composed, runs in float32 against state kept in float32 (state_dtype),
-// and the result is rounded into the parameter once. PyTorch keeps the state in the parameter's
-// dtype; here the state costs two bytes more per element and per state tensor, and the step
-// loses no more than the parameter's own rounding.
-class Float32Copies {
- public:
-  struct Work {
-    Tensor param, grad;  // what the update rule steps: the parameter's own, or float32 copies
-  };
-  Work prepare(const Tensor& param);
-  void write_back() const;  // each copy rounded into its parameter
-
- private:
-  std::vector<std::pair<Tensor, Tensor>> copies_;  // (16-bit parameter, its float32 copy)
-};
-
-// The dtype of a parameter's state: its own, float32 for a 16-bit one.
-inline DType state_dtype(const Tensor& param) {
-  return is_sixteen_bit(param.dtype()) ? kFloat32 : param.dtype();
-}
-
-// The parameters of one group that take the fused step, in batches of one device and dtype:
-// one fused_optimizer_step each.
-class FusedBatches {
- public:
-  void add(FusedParam param);
-  void run(const OptimizerRule& rule) const;
-
- private:
-  std::vector<std::vector<FusedParam>> batches_;
 };
 
 // The per-group options of one optimizer type. `Options` provides

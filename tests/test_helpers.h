@@ -145,8 +145,8 @@ struct SavedTensors {
   }
 };
 
-// Sets one of ember's run-time choices (core/cpu/backends.cpp) while alive, and puts back the
-// one it found.
+// Sets one of ember's run-time choices (core/cpu_settings.h) while alive, and puts back the one
+// it found.
 template <class T, T (*Get)(), void (*Set)(T)>
 class ChoiceScope {
  public:

@@ -19,39 +19,6 @@
 // gives them the in-place version check, and makes nesting work — an inner checkpoint's inputs
 // are packed by the outer checkpoint and recomputed by it when the inner one needs them.
 //
-// Note [Checking the recompute]
-// A recompute that does not reproduce the forward would give a silently wrong gradient, so by
-// default (determinism_check) each recomputed saved tensor is compared with what the forward
-// saved before it is used: its shape, dtype and device, and — check_values — its values, through
-// a 64-bit fingerprint (Note [Tensor fingerprints]) taken in the forward's pack hook and again in
-// the recompute's. That costs one read of every saved tensor in the forward and of every
-// recomputed one in the recompute, and 8 bytes an entry (bench/RESULTS.md has the measured cost);
-// the tensors themselves are not kept. The fingerprint is exact, not a tolerance: ember's kernels
-// are deterministic, so an honest recompute gives the same bits. Debug mode also fingerprints
-// every op's output, to name the first op that differs.
-//
-// Note [Saved tensors not recomputed]
-// Some tensors a region saves are not recomputed at all: a parameter (a Linear saves its
-// weight's transposed view), the region's input, an output a policy kept and the recompute
-// replays (Note [Selective checkpointing]; attention's q, k and v are views of a kept
-// projection). The recompute saves that very view again — of the same storage, still alive, at
-// the same version — so it holds the forward's values by construction, and the value check reads
-// it in neither pass. The entry remembers the view (SameView, without keeping it alive). Once the
-// op that saved it has ended and the policy has decided about it, the forward sees whether the
-// view is of a kept output, or of a storage made before the region: Storage::serial() against
-// the first serial of the outermost region running on the thread (an inner region's input made
-// by an outer region is recomputed by the outer one, so it is fingerprinted). Only other tensors
-// get a fingerprint. The recompute fingerprints what is not the same view as the forward's, and
-// an entry without a fingerprint that it does not fill with the same view is an error: the tensor
-// was written in place since the forward, or the function saved another one there. Once the kept
-// outputs are let go (Note [Letting kept outputs go]), a further recompute runs the kept ops
-// again, and their outputs are compared with the forward's values where something still holds
-// them: an entry not yet taken, or one a retained node took (it is fingerprinted as it is taken).
-// One case is left with its shape checked only: a node that unpacks the same saved view of a kept
-// output twice in one backward that frees it (a custom Function reading a saved tensor twice),
-// after the kept outputs went. In the 16-block GPT planned to half its plain peak, these views
-// were 28% of the bytes the recompute's check read.
-//
 // Note [Selective checkpointing]
 // With a policy, an op observer (Note [Op observers]) records every top-level op of the forward.
 // For ops the policy keeps, it holds the op's output and remembers, for each tensor the op saved,
@@ -102,91 +69,12 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "nn/module_path.h"
+#include "utils/checkpoint_frame.h"
 #include "utils/layer_profile.h"
 
 namespace ember::utils {
 
-int64_t TensorInfo::nbytes() const {
-  if (!defined) return 0;
-  return checked_mul(numel_of(shape, "TensorInfo"), static_cast<int64_t>(element_size(dtype)), "TensorInfo", shape);
-}
-
-bool is_save(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::PreferSave; }
-bool is_must(CheckpointDecision d) { return d == CheckpointDecision::MustSave || d == CheckpointDecision::MustRecompute; }
-
-std::ostream& operator<<(std::ostream& os, CheckpointDecision d) {
-  switch (d) {
-    case CheckpointDecision::MustSave: return os << "MustSave";
-    case CheckpointDecision::PreferSave: return os << "PreferSave";
-    case CheckpointDecision::MustRecompute: return os << "MustRecompute";
-    case CheckpointDecision::PreferRecompute: return os << "PreferRecompute";
-  }
-  return os << "CheckpointDecision(" << static_cast<int>(d) << ")";
-}
-
-namespace {
-
-CheckpointPolicy prefer_saving(std::function<bool(const OpInfo&)> keep) {
-  return [keep = std::move(keep)](const OpInfo& op) {
-    return keep(op) ? CheckpointDecision::PreferSave : CheckpointDecision::PreferRecompute;
-  };
-}
-
-// `*` matches any run of characters of `name`.
-bool glob_match(std::string_view pattern, std::string_view name) {
-  if (pattern.empty()) return name.empty();
-  if (pattern[0] == '*') {
-    for (size_t skip = 0; skip <= name.size(); ++skip)
-      if (glob_match(pattern.substr(1), name.substr(skip))) return true;
-    return false;
-  }
-  return !name.empty() && pattern[0] == name[0] && glob_match(pattern.substr(1), name.substr(1));
-}
-
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> names;
-  while (true) {
-    const size_t dot = path.find('.');
-    names.push_back(path.substr(0, dot));
-    if (dot == std::string_view::npos) return names;
-    path.remove_prefix(dot + 1);
-  }
-}
-
-}  // namespace
-
-CheckpointPolicy recompute_all() {
-  return prefer_saving([](const OpInfo&) { return false; });
-}
-
-CheckpointPolicy save_matmuls() {
-  return prefer_saving([](const OpInfo& op) { return op.name == "matmul" || op.name == "conv2d"; });
-}
-
-CheckpointPolicy save_attention() {
-  return prefer_saving([](const OpInfo& op) { return op.name == "scaled_softmax" || op.name == "softmax"; });
-}
-
-CheckpointPolicy save_every(int64_t k, const std::string& op) {
-  EMBER_CHECK(k >= 1, "[save_every] k must be at least 1, got ", k, " (for op ", op, ")");
-  EMBER_CHECK(!op.empty(), "[save_every] the op name is empty");
-  return prefer_saving([k, op](const OpInfo& info) { return info.name == op && (info.index_of_name + 1) % k == 0; });
-}
-
-CheckpointPolicy save_modules(const std::string& pattern) {
-  const std::vector<std::string_view> parts = split_path(pattern);
-  for (std::string_view part : parts)
-    EMBER_CHECK(!part.empty(), "[save_modules] the pattern '", pattern, "' has an empty name (a leading, trailing or "
-                "doubled '.')");
-  return prefer_saving([pattern](const OpInfo& op) {
-    if (op.module_path.empty()) return false;  // the region's outermost module: not one of a pattern's
-    const std::vector<std::string_view> want = split_path(pattern), path = split_path(op.module_path);
-    if (want.size() > path.size()) return false;
-    for (size_t i = 0; i < want.size(); ++i)
-      if (!glob_match(want[i], path[i])) return false;
-    return true;
-  });
-}
+using namespace checkpoint_detail;  // the Frame and what it records (utils/checkpoint_frame.h)
 
 bool is_recomputing() { return autograd::is_recomputing(); }
 
@@ -199,86 +87,10 @@ namespace {
 
 struct StopRecompute {};
 
-#define EMBER_CHECKPOINT_FAIL(...) \
-  throw CheckpointError(::ember::detail::concat(__VA_ARGS__), __FILE__, __LINE__)
-
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
          a.shape() == b.shape() && a.strides() == b.strides();
 }
-
-// An op of the forward, and what the policy kept of it.
-struct OpRecord {
-  std::string name;
-  bool kept = false;
-  Tensor output;  // detached
-  bool output_requires_grad = false;
-  std::vector<int> saves;       // per saved tensor: the argument it aliases, or -1 for the output
-  std::vector<Tensor> pending;  // saved while the op runs, resolved into `saves` when it ends
-  std::vector<size_t> pending_entries;  // their entries, when the value check is on
-  ArgumentsBefore args;         // while the op runs
-  uint64_t output_fingerprint = 0;  // debug mode
-};
-
-// One view of one storage, remembered without keeping the storage alive (a weak reference, so
-// that memory freed and reused by another tensor cannot match), with the version its storage had
-// then: is() says whether a tensor is that view still holding the same values (no in-place write
-// since).
-struct SameView {
-  std::weak_ptr<Storage> storage;
-  const void* data = nullptr;
-  Shape shape, strides;
-  DType dtype = kFloat32;
-  uint64_t version = 0;
-
-  static SameView of(const Tensor& t) { return {t.storage(), t.raw_data(), t.shape(), t.strides(), t.dtype(), t.version()}; }
-  bool is(const Tensor& t) const {
-    return storage.lock() == t.storage() && data == t.raw_data() && shape == t.shape() && strides == t.strides() &&
-           dtype == t.dtype() && version == t.version();
-  }
-};
-
-// How the value check knows that a recomputed tensor holds the forward's values (Note [Saved
-// tensors not recomputed]).
-enum class KnownBy : uint8_t {
-  fingerprint,  // the forward's fingerprint, compared with the recompute's
-  made_before,  // a view of a storage made before the region: the recompute saves the same view
-  kept_output,  // a view of an output the policy kept: the recompute replays it
-};
-
-// What a saved tensor looked like in the forward, and its recomputed value until unpacked.
-struct Entry {
-  Shape shape;
-  DType dtype;
-  Device device;
-  std::string op;
-  SameView saved;  // when the options check values: the view the forward saved,
-  KnownBy known_by = KnownBy::fingerprint;
-  uint64_t fingerprint = 0;  // and its fingerprint when known_by says so
-  Tensor value;
-  bool ready = false;
-};
-
-// Note [One fingerprint per saved view]
-// Ops save the same view more than once: attention's weights are saved by the softmax (its
-// output) and by the product with v (its input), and they are the largest tensor a block saves.
-// The value check fingerprints the view once and reuses the result while it is the same view
-// holding the same values (SameView). The last few views are remembered, enough for an op's
-// saves and the next op's.
-struct FingerprintMemo {
-  static constexpr size_t kRemembered = 4;
-  std::vector<std::pair<SameView, uint64_t>> seen;  // the most recent last
-
-  uint64_t of(const Tensor& t) {
-    for (const auto& [view, f] : seen)
-      if (view.is(t)) return f;
-    const uint64_t f = fingerprint(t);
-    ++checkpoint_stats().fingerprints_taken;
-    if (seen.size() == kRemembered) seen.erase(seen.begin());
-    seen.emplace_back(SameView::of(t), f);
-    return f;
-  }
-};
 
 // A region whose forward or recompute runs on this thread (Note [Checkpoint policies]).
 struct PolicyScope {
@@ -338,33 +150,6 @@ TensorInfo describe(const Tensor& t) {
   if (!t.defined()) return {Shape{}, kFloat32, Device{}, false};
   return {t.shape(), t.dtype(), t.device(), true};
 }
-
-struct Frame {
-  MultiFunction fn;
-  CheckpointOptions options;
-  std::vector<autograd::SavedTensor> inputs;
-  std::vector<bool> input_requires_grad;
-  std::vector<std::pair<Device, GeneratorState>> rng;
-  AutocastSnapshot autocast;      // the forward's, which the recompute runs under (Note [Autocast])
-  nn::ModuleCalls module_calls;  // the forward's, which the recompute runs under (Note [Module paths])
-  std::vector<Entry> entries;
-  std::vector<OpRecord> ops;
-  bool kept_let_go = false;             // Note [Letting kept outputs go]
-  int current_op = -1;                  // forward: the op being recorded
-  const char* recomputing_op = nullptr;  // recompute: the op running now
-  FingerprintMemo fingerprints;          // the value check's, forward and recompute
-  uint64_t first_serial_inside = 0;      // forward: storages from this serial on were made inside
-  std::unordered_set<const Storage*> kept_storages;  // forward: of the outputs the policy kept
-
-  bool checks_values() const { return options.debug || (options.determinism_check && options.check_values); }
-  void choose_value_check(Entry& e, const Tensor& t);
-  void know_by_fingerprint(Entry& e);  // of the values it holds, the forward's
-  void compare_values(const Entry& e, size_t index, const Tensor& t);
-  Tensor take(size_t index);
-  void recompute();
-  void let_go_of_kept_outputs();
-  void fill(size_t& next, const Tensor& t);
-};
 
 struct Handle {
   std::shared_ptr<Frame> frame;
@@ -470,36 +255,7 @@ struct Replayer final : autograd::OpObserver {
   size_t op_index = 0;
 };
 
-void Frame::choose_value_check(Entry& e, const Tensor& t) {
-  if (t.storage()->serial() < first_serial_inside) {
-    e.known_by = KnownBy::made_before;
-  } else if (kept_storages.contains(t.storage().get())) {
-    e.known_by = KnownBy::kept_output;
-  } else {
-    e.known_by = KnownBy::fingerprint;
-    e.fingerprint = fingerprints.of(t);
-  }
-}
-
-void Frame::compare_values(const Entry& e, size_t index, const Tensor& t) {
-  ++checkpoint_stats().values_compared;
-  const uint64_t f = fingerprints.of(t);
-  if (f != e.fingerprint && options.debug)
-    EMBER_CHECKPOINT_FAIL("[checkpoint] the first op whose recomputed output differs from the forward's is ",
-                          recomputing_op ? recomputing_op : e.op.c_str(), " (recomputed tensor ", index,
-                          ", saved by ", e.op, ": fingerprint ", f, " vs ", e.fingerprint, ")");
-  if (f != e.fingerprint)
-    EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", index, " (saved by ", e.op, ", ", shape_str(t.shape()),
-                          ") holds other values than the forward saved (fingerprint ", f, " vs ", e.fingerprint,
-                          "): the checkpointed function is not deterministic (a random op without "
-                          "preserve_rng_state? state that changed between forward and backward?). debug = true "
-                          "names the first op whose output differs; check_values = false skips this check");
-}
-
-void Frame::know_by_fingerprint(Entry& e) {
-  e.fingerprint = fingerprints.of(e.value);
-  e.known_by = KnownBy::fingerprint;
-}
+}  // namespace
 
 void Frame::fill(size_t& next, const Tensor& t) {
   if (next >= entries.size())
@@ -513,28 +269,7 @@ void Frame::fill(size_t& next, const Tensor& t) {
                             shape_str(t.shape()), " ", t.dtype(), " on ", t.device(), " but the forward saved ",
                             shape_str(e.shape), " ", e.dtype, " on ", e.device);
   }
-  if (checks_values() && !e.saved.is(t)) {
-    if (e.known_by == KnownBy::fingerprint) {
-      compare_values(e, next, t);
-    } else if (e.known_by == KnownBy::kept_output && kept_let_go) {
-      // The kept ops ran again (Note [Letting kept outputs go]): an entry still holding the
-      // forward's values is compared with those (one a retained node took was fingerprinted then,
-      // Frame::take).
-      if (e.ready) {
-        know_by_fingerprint(e);
-        compare_values(e, next, t);
-      }
-    } else {
-      const bool written = e.saved.storage.lock() == t.storage() && e.saved.version != t.version();
-      EMBER_CHECKPOINT_FAIL("[checkpoint] recomputed tensor ", next, " (saved by ", e.op, ", ", shape_str(t.shape()),
-                            ") is not the tensor the forward saved, ",
-                            e.known_by == KnownBy::made_before ? "made before the checkpointed region (a parameter or an input)"
-                                                               : "an output the policy kept",
-                            ": ", written ? "it was written in place since the forward"
-                                          : "the checkpointed function saved another tensor in its place",
-                            ". check_values = false skips this check");
-    }
-  }
+  if (checks_values() && !e.saved.is(t)) check_value(e, next, t);
   e.value = t;
   e.ready = true;
   if (++next == entries.size()) throw StopRecompute{};
@@ -606,8 +341,6 @@ Tensor Frame::take(size_t index) {
   e.ready = false;
   return std::move(e.value);
 }
-
-}  // namespace
 
 std::vector<Tensor> checkpoint(const MultiFunction& fn, const std::vector<Tensor>& inputs,
                                const CheckpointOptions& options) {

@@ -105,7 +105,8 @@ struct CheckpointOptions {
   // Replay the generators' states in the recompute so Dropout draws the same masks.
   bool preserve_rng_state = true;
   // Check count, shape, dtype and device of every recomputed tensor against the forward's, and
-  // with check_values its values too (Note [Checking the recompute] in checkpoint.cpp).
+  // with check_values its values too (Note [Checking the recompute] in
+  // checkpoint_value_check.cpp).
   bool determinism_check = true;
   // The value part of the check: a 64-bit fingerprint of every saved tensor, compared exactly.
   // Costs one extra read of each saved tensor in the forward and in the recompute.

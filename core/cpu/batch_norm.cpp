@@ -5,7 +5,9 @@
 // float16 x with float32 channel vectors computes in float32 as it is loaded (Stats below).
 #include <cmath>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/lane_reductions.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/batch_norm.h"
 #include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernel_bodies/moments.h"

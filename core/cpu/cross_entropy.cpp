@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/lane_reductions.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
+#include "core/cpu/vmath.h"
 #include "core/kernel_bodies/cross_entropy.h"
 #include "core/kernels.h"
 

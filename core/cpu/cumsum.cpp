@@ -1,6 +1,6 @@
 // CPU kernel of cumsum: running sums along the middle dim of [outer, n, inner], one row per
 // task, with the row walk shared with CUDA (core/kernel_bodies/cumsum.h).
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
 #include "core/kernel_bodies/cumsum.h"
 #include "core/kernels.h"
 

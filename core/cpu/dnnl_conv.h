@@ -1,8 +1,8 @@
 #pragma once
 // The CPU convolution through oneDNN (core/cpu/dnnl_conv.cpp, Note [Convolution through oneDNN]).
-// Each function has the contract of the kernel it stands in for (core/kernels.h) and returns
-// whether it ran: false where oneDNN does not take the case (neither float32 nor, on a CPU with
-// AVX512-BF16, bfloat16; an empty dimension; a geometry it rejects), and the caller then runs
+// Each function has the contract of the kernel it stands in for (core/kernels/conv_pool.h) and
+// returns whether it ran: false where oneDNN does not take the case (neither float32 nor, on a CPU
+// with AVX512-BF16, bfloat16; an empty dimension; a geometry it rejects), and the caller then runs
 // ember's im2col kernel (staged through float32 for bfloat16). Built without oneDNN
 // (EMBER_DNNL=OFF), they always return false.
 #include "core/kernels.h"

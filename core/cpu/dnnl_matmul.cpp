@@ -36,6 +36,7 @@
 #include <unordered_map>
 
 #include "core/cpu/dnnl_common.h"
+#include "core/kernel_bodies/gemm_layout.h"
 #endif
 
 namespace ember::cpu {

@@ -19,6 +19,8 @@
 
 #include "core/convert.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/simd_dispatch.h"
+#include "core/cpu/vmath.h"
 #include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {

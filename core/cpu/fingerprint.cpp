@@ -21,9 +21,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/fingerprint.h"
 #include "core/kernels.h"
 

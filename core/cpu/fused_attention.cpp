@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "core/cpu/blas.h"
-#include "core/cpu/loops.h"
+#include "core/cpu/lane_reductions.h"
 #include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/cpu/vmath.h"
 #include "core/kernels/fused_attention.h"
 

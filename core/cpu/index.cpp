@@ -2,7 +2,9 @@
 // class_targets. Operands are contiguous, seen as [outer, k, inner] around the indexed dim;
 // indices were range-checked by the op. The adjoints run serially over `outer` slices because
 // two indices may name the same destination row.
-#include "core/cpu/loops.h"
+#include <algorithm>
+
+#include "core/cpu/parallel.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <utility>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/layer_norm.h"
 #include "core/kernels.h"
 

@@ -9,18 +9,13 @@
 // over OpenMP threads; small tensors stay on one thread because waking the team costs more. Each
 // thread finds its first row's pointers by division and then steps row to row like an odometer:
 // rows can be as short as an attention head's 32 features.
-//
-// The CPU kernels' other building blocks have a header each, all included here: parallel.h (the
-// grain and parallel_for), simd_dispatch.h (the vector level of a loop), vmath.h (vectorisable
-// float math) and lane_reductions.h (row sums and extrema in a fixed order).
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-#include "core/cpu/lane_reductions.h"
 #include "core/cpu/parallel.h"
-#include "core/cpu/simd_dispatch.h"
-#include "core/cpu/vmath.h"
 #include "core/tensor.h"
 
 namespace ember::cpu {

@@ -8,7 +8,7 @@
 
 #include "core/cpu/blas.h"
 #include "core/cpu/dnnl_matmul.h"
-#include "core/cpu/loops.h"
+#include "core/kernel_bodies/gemm_layout.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {

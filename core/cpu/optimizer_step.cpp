@@ -13,7 +13,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/optimizer_updates.h"
 #include "core/kernels.h"
 

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/cpu/loops.h"
-#include "core/kernels.h"
+#include "core/cpu/parallel.h"
 #include "core/kernel_bodies/pool_windows.h"
+#include "core/kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -4,9 +4,10 @@
 // [Philox blocks side by side]), each block once for its four elements.
 #include <algorithm>
 
-#include "core/cpu/loops.h"
-#include "core/kernels.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/philox.h"
+#include "core/kernels.h"
 
 namespace ember::cpu {
 namespace {

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/lane_reductions.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
 #include "core/kernels.h"
 
 namespace ember::cpu {

@@ -7,7 +7,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/lane_reductions.h"
+#include "core/cpu/parallel.h"
+#include "core/cpu/simd_dispatch.h"
+#include "core/cpu/vmath.h"
 #include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernel_bodies/softmax.h"
 #include "core/kernels.h"

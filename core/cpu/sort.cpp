@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/cpu/loops.h"
+#include "core/cpu/parallel.h"
 #include "core/kernel_bodies/elementwise_math.h"
 #include "core/kernels.h"
 

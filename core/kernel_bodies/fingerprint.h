@@ -2,9 +2,9 @@
 // Note [Tensor fingerprints]
 // fingerprint(t) condenses a tensor's values into 64 bits, so that activation checkpointing can
 // check, at the cost of one read of each saved tensor, that a recompute reproduced the forward
-// bit for bit (Note [Checking the recompute] in utils/checkpoint.cpp). The tensor is read as
-// 32-bit words w_p (an 8-byte element is two words, low then high; a smaller one is one word,
-// zero-extended), and two sums are taken modulo 2^64:
+// bit for bit (Note [Checking the recompute] in utils/checkpoint_value_check.cpp). The tensor is
+// read as 32-bit words w_p (an 8-byte element is two words, low then high; a smaller one is one
+// word, zero-extended), and two sums are taken modulo 2^64:
 //     plain    = sum of w_p
 //     weighted = sum of (p + 1) * w_p
 // A flipped bit changes `plain`; two swapped words change `weighted` by (q - p)(w_p - w_q), which

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "core/kernel_bodies/host_device.h"
-#include "core/kernels.h"
 #include "core/kernel_bodies/pool_windows.h"
+#include "core/kernels/conv_pool.h"
 
 namespace ember::pooling {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/kernel_bodies/host_device.h"
-#include "core/kernels.h"
+#include "core/kernels/conv_pool.h"
 
 namespace ember::pooling {
 

@@ -1,8 +1,8 @@
 #pragma once
 // The fused attention kernels' slots in the kernel table (Note [The kernel table] in
-// core/kernels.h; Note [Fused attention] in core/ops/fused_attention.cpp).
+// core/kernel_table.h; Note [Fused attention] in core/ops/fused_attention.cpp).
 #include "core/kernel_bodies/fused_attention.h"
-#include "core/kernels.h"
+#include "core/kernel_table.h"
 
 namespace ember::kernels {
 

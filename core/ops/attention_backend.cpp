@@ -1,42 +1,21 @@
 // The attention backend choice (core/attention_backend.h): read from EMBER_ATTENTION_BACKEND on
-// first use, then whatever the program sets. Unlike the CPU backend's choices (Note [Choices from
-// the environment] in core/cpu/backends.cpp) it is read by the op on its caller's thread, never
-// inside an OpenMP loop, so a bad value can be reported by throwing where it is read.
+// first use, as the CPU backend's choices are (Note [Choices from the environment] in
+// core/environment_choice.h), then whatever the program sets. Unlike theirs, it is read by the op
+// on its caller's thread, never inside an OpenMP loop, so a bad value is reported by throwing
+// where it is read.
 #include "core/attention_backend.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <string>
-#include <string_view>
-
 #include "core/check.h"
+#include "core/environment_choice.h"
 #include "core/kernels/fused_attention.h"
 
 namespace ember {
 namespace {
 
-struct Choice {
-  std::atomic<AttentionBackend> value{AttentionBackend::Auto};
-  std::atomic<bool> bad_environment{false};
-  std::string environment;  // the refused value
-};
-
-Choice& choice() {
-  static Choice c;
-  static const bool read = [] {
-    const char* set = std::getenv("EMBER_ATTENTION_BACKEND");
-    if (set == nullptr) return true;
-    const std::string_view value(set);
-    if (value == "auto") c.value = AttentionBackend::Auto;
-    else if (value == "math") c.value = AttentionBackend::Math;
-    else if (value == "fused") c.value = AttentionBackend::Fused;
-    else {
-      c.bad_environment = true;
-      c.environment = value;
-    }
-    return true;
-  }();
-  (void)read;
+detail::Choice<AttentionBackend>& choice() {
+  static detail::Choice<AttentionBackend> c = detail::from_environment<AttentionBackend>(
+      "EMBER_ATTENTION_BACKEND", AttentionBackend::Auto,
+      {{"auto", AttentionBackend::Auto}, {"math", AttentionBackend::Math}, {"fused", AttentionBackend::Fused}});
   return c;
 }
 
@@ -44,16 +23,13 @@ Choice& choice() {
 
 void set_attention_backend(AttentionBackend backend) {
   check_enum(backend, AttentionBackend::Fused, "set_attention_backend", "backend");
-  Choice& c = choice();
-  c.value = backend;
-  c.bad_environment = false;
+  choice().set(backend);
 }
 
 AttentionBackend attention_backend() {
-  const Choice& c = choice();
-  EMBER_CHECK(!c.bad_environment, "[EMBER_ATTENTION_BACKEND] must be 'auto', 'math' or 'fused', got '", c.environment,
-              "'");
-  return c.value;
+  const detail::Choice<AttentionBackend>& c = choice();
+  c.check();
+  return c.get();
 }
 
 const char* attention_backend_name(AttentionBackend backend) {

@@ -57,7 +57,7 @@ int64_t cudnn_calls();
 namespace cudnn {
 
 // Each returns true when cuDNN computed the slot's result (same contract as the slot's kernel in
-// core/kernels.h), false when the caller must run ember's kernel. Failures of cuDNN calls are
+// core/kernels/), false when the caller must run ember's kernel. Failures of cuDNN calls are
 // ember::Errors naming the call.
 bool conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::Window2d& g, const Tensor& out);
 bool conv2d_backward_input(const Tensor& grad, const Tensor& weight, const kernels::Window2d& g,
