@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/cpu/lane_reductions.h"
 #include "core/cpu/parallel.h"
 #include "core/cpu/simd_dispatch.h"
 #include "core/kernel_bodies/layer_norm.h"

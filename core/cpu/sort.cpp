@@ -1,8 +1,6 @@
 // CPU kernel of sort, argsort and topk: the sorted positions of each row of [outer, n, inner].
 #include <algorithm>
-#include <cmath>
 #include <numeric>
-#include <type_traits>
 #include <vector>
 
 #include "core/cpu/parallel.h"
