@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/memory_limit.h"
+#include "core/out_of_memory.h"
 
 namespace ember {
 
@@ -28,13 +30,28 @@ void* Allocator::allocate(size_t nbytes) {
     if (it->second.empty()) cache_.erase(it);
     ++stats_.cache_hits;
   } else {
-    ptr = system_alloc(wanted);
-    if (!ptr) {  // give the cache back and try once more before reporting
+    // A fresh block: under the device's limit (Note [Memory limits] in core/memory_limit.h), and
+    // what the system gives. Either way the cache is given back before the request fails.
+    const int64_t limit = detail::enforced_memory_limit(device_);
+    const auto fits = [&] {  // reserved + wanted <= limit, without overflowing for a huge request
+      return limit == 0 || (stats_.reserved_bytes <= limit && wanted <= static_cast<size_t>(limit - stats_.reserved_bytes));
+    };
+    if (!fits()) release_cache_locked();
+    ptr = fits() ? system_alloc(wanted) : nullptr;
+    if (!ptr && fits()) {  // the system refused: give the cache back and try once more
       release_cache_locked();
       ptr = system_alloc(wanted);
     }
-    EMBER_CHECK(ptr, "[allocator] out of memory on ", device_.str(), " allocating ", nbytes,
-                " bytes (live ", stats_.live_bytes, " bytes, reserved ", stats_.reserved_bytes, ")");
+    if (!ptr) {
+      OutOfMemoryError::Facts facts;
+      facts.device = device_;
+      facts.requested_bytes = static_cast<int64_t>(nbytes);
+      facts.limit_bytes = fits() ? 0 : limit;
+      facts.live_bytes = stats_.live_bytes;
+      facts.reserved_bytes = stats_.reserved_bytes;
+      OutOfMemoryError::describe_request(facts);
+      throw OutOfMemoryError(std::move(facts), __FILE__, __LINE__);
+    }
     ++stats_.system_allocs;
     stats_.reserved_bytes += static_cast<int64_t>(wanted);
   }

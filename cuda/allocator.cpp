@@ -1,5 +1,6 @@
 #include "cuda/allocator.h"
 
+#include "core/memory_limit.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 
@@ -40,10 +41,20 @@ void CudaAllocator::system_free(void* ptr) {
 
 namespace {
 
-// Only stores the factory (Note [No CUDA calls during static initialisation]).
+// The card's memory, what memory::set_limit_fraction takes a fraction of.
+int64_t card_bytes(int index) {
+  check_device(Device(DeviceType::CUDA, index));
+  DeviceGuard guard(index);
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(total);
+}
+
+// Only stores the factory and the query (Note [No CUDA calls during static initialisation]).
 const bool registered = [] {
   register_allocator_factory(DeviceType::CUDA,
                              [](Device device) -> std::unique_ptr<Allocator> { return std::make_unique<CudaAllocator>(device); });
+  detail::register_device_memory(DeviceType::CUDA, &card_bytes);
   return true;
 }();
 

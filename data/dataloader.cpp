@@ -14,6 +14,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/kernel_bodies/philox.h"
+#include "core/memory_phase.h"
 
 namespace ember::data {
 
@@ -128,6 +129,7 @@ void DataLoader::Epoch::stop() {
 
 Batch DataLoader::Epoch::make_batch(int64_t k) const {
   NoGradGuard no_grad;
+  const memory::PhaseGuard phase("data loading");
   const int64_t begin = k * batch_size_;  // below the example count, so it does not overflow
   const int64_t count = std::min(batch_size_, static_cast<int64_t>(order_.size()) - begin);
   const std::span<const int64_t> indices(order_.data() + begin, static_cast<size_t>(count));

@@ -14,6 +14,7 @@
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "core/generator.h"
+#include "core/memory_limit.h"
 #include "data/idx.h"
 #include "data/subset.h"
 #include "examples/training_checkpoint.h"
@@ -146,6 +147,8 @@ void add_common_flags(CLI::App& app, TrainConfig& c) {
   app.add_option("--amp", c.amp, "mixed precision: none (float32), bf16 or fp16 autocast (fp16 scales the loss)")
       ->check(CLI::IsMember({"none", "bf16", "fp16"}))
       ->capture_default_str();
+  app.add_option("--memory-limit", c.memory_limit,
+                 "a limit on the training device's memory: bytes with B, KB, MB, GB, KiB, MiB or GiB, or a % of it");
 }
 
 AmpScope::AmpScope(const std::string& amp, Device device) {
@@ -160,7 +163,10 @@ optim::GradScalerOptions amp_scaler_options(const std::string& amp) {
 Device setup(const TrainConfig& c) {
   set_num_threads(c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   manual_seed(c.seed);
-  return Device(c.device);
+  const Device device(c.device);
+  if (!c.memory_limit.empty())
+    memory::set_limit(device, memory::parse_bytes(c.memory_limit, memory::device_memory_bytes(device), "--memory-limit"));
+  return device;
 }
 
 Loaders fashion_mnist_loaders(const TrainConfig& c, bool augment) {

@@ -35,6 +35,9 @@ struct TrainConfig {
   std::string resume;           // a training checkpoint to continue from
   std::string unit = "img";     // what one target is, for the progress bar's rate ("tok" for a language model)
   std::string amp = "none";     // none, bf16 or fp16 (Note [Mixed-precision training steps])
+  // --memory-limit: a limit on the training device's memory (Note [Memory limits]), in
+  // EMBER_MEMORY_LIMIT's sizes ("2GiB", "50%"); empty: none beyond the environment's.
+  std::string memory_limit;
   // What fit()'s evaluation loader holds, for its output: "validation" where a program keeps its
   // test set apart until the end (finetune_text).
   std::string eval_set = "test";

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/out_of_memory.h"
 #include "nn/module.h"
 
 namespace ember::nn {
@@ -35,6 +36,9 @@ const std::string& path_of(size_t k) {
   }
   return *call.path;
 }
+
+// OutOfMemoryError names the module a request came from (core cannot include nn).
+const bool registered_for_errors = (ember::detail::set_module_path_source(&current_module_path), true);
 
 }  // namespace
 

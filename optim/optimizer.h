@@ -41,6 +41,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/check.h"
+#include "core/memory_phase.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/float32_copies.h"
@@ -181,6 +182,7 @@ class OptimizerWith : public Optimizer {
   template <class Rule, class Fused, class Reference>
   void step_params(Rule rule, Fused fused, Reference reference) {
     NoGradGuard no_grad;
+    const memory::PhaseGuard phase("optimizer step");
     size_t index = 0;
     for (size_t g = 0; g < num_param_groups(); ++g) {
       const Options& o = options_[g];

@@ -285,9 +285,10 @@ TEST(TensorSizes, AllocationsTooLargeForTheMachineAreErrors) {
   const int64_t live = memory::stats().live_bytes;
   // 2^48 bytes: more than a 64-bit Linux process can address, whatever the overcommit policy.
   expect_error([] { empty({int64_t{1} << 46}); },
-               "[allocator] out of memory on cpu allocating 281474976710656 bytes");
+               "[allocator] out of memory on cpu: the system refused a block for a tensor of 256.00 TiB "
+               "(281474976710656 bytes)");
   // arange fills its tensor in place, so the allocator (not a std::vector) reports the size.
-  expect_error([] { arange(0, 1e18); }, "[allocator] out of memory on cpu allocating 8000000000000000000 bytes");
+  expect_error([] { arange(0, 1e18); }, "a tensor of 7275957.61 TiB (8000000000000000000 bytes)");
   EXPECT_EQ(memory::stats().live_bytes, live);  // a failed allocation is not counted
 }
 
