@@ -34,7 +34,8 @@ void* Allocator::allocate(size_t nbytes) {
     // what the system gives. Either way the cache is given back before the request fails.
     const int64_t limit = detail::enforced_memory_limit(device_);
     const auto fits = [&] {  // reserved + wanted <= limit, without overflowing for a huge request
-      return limit == 0 || (stats_.reserved_bytes <= limit && wanted <= static_cast<size_t>(limit - stats_.reserved_bytes));
+      return limit == 0 ||
+             (stats_.reserved_bytes <= limit && wanted <= static_cast<size_t>(limit - stats_.reserved_bytes));
     };
     if (!fits()) release_cache_locked();
     ptr = fits() ? system_alloc(wanted) : nullptr;

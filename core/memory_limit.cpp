@@ -122,9 +122,8 @@ int64_t parse_bytes(std::string_view text, int64_t whole, const char* what) {
     const char* name;
     double bytes;
   };
-  static constexpr Unit units[] = {{"", 1},           {"B", 1},           {"KB", 1e3},        {"MB", 1e6},
-                                   {"GB", 1e9},       {"TB", 1e12},       {"KiB", 0x1p10},    {"MiB", 0x1p20},
-                                   {"GiB", 0x1p30},   {"TiB", 0x1p40}};
+  static constexpr Unit units[] = {{"", 1},      {"B", 1},        {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},
+                                   {"TB", 1e12}, {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}};
   double scale = 0;
   if (unit == "%") {
     EMBER_CHECK(whole > 0, "[", what, "] '", text, "': a percentage of what? (this size takes bytes only)");
@@ -140,8 +139,7 @@ int64_t parse_bytes(std::string_view text, int64_t whole, const char* what) {
 }
 
 void set_limit(Device device, int64_t bytes) {
-  EMBER_CHECK(bytes > 0, "[memory::set_limit] the limit on ", device.str(), " must be positive, got ", bytes,
-              " bytes");
+  EMBER_CHECK(bytes > 0, "[memory::set_limit] the limit on ", device.str(), " must be positive, got ", bytes, " bytes");
   std::atomic<int64_t>& limit = slot(device, "memory::set_limit");
   Allocator& allocator = allocator_for(device);
   const MemoryStats now = allocator.stats();

@@ -41,8 +41,9 @@ std::string OutOfMemoryError::describe(const Facts& f) {
   std::string details = f.phase;
   if (!f.module.empty()) details += detail::concat(details.empty() ? "" : ", ", "module '", f.module, "'");
   if (!details.empty()) where += (where.empty() ? " (" : " (") + details + ")";
-  const std::string held = detail::concat(format_bytes(f.live_bytes), " held by tensors, ",
-                                          format_bytes(f.reserved_bytes), " by the allocator with its cache given back");
+  const std::string held =
+      detail::concat(format_bytes(f.live_bytes), " held by tensors, ", format_bytes(f.reserved_bytes),
+                     " by the allocator with its cache given back");
   const std::string request = detail::concat(format_bytes(f.requested_bytes), " (", f.requested_bytes, " bytes)");
   if (f.limit_bytes > 0)
     return detail::concat("[allocator] out of memory on ", f.device.str(), where, ": a tensor of ", request,

@@ -165,7 +165,8 @@ Device setup(const TrainConfig& c) {
   manual_seed(c.seed);
   const Device device(c.device);
   if (!c.memory_limit.empty())
-    memory::set_limit(device, memory::parse_bytes(c.memory_limit, memory::device_memory_bytes(device), "--memory-limit"));
+    memory::set_limit(device,
+                      memory::parse_bytes(c.memory_limit, memory::device_memory_bytes(device), "--memory-limit"));
   return device;
 }
 

@@ -24,9 +24,6 @@
 #include "core/memory_limit.h"
 #include "core/ops.h"
 #include "core/out_of_memory.h"
-#include "tests/batch_norm_moments.h"
-#include "tests/op_table.h"
-#include "tests/test_helpers.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
 #include "cuda/cudnn/api.h"
@@ -36,6 +33,9 @@
 #include "optim/grad_scaler.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
+#include "tests/batch_norm_moments.h"
+#include "tests/op_table.h"
+#include "tests/test_helpers.h"
 
 using namespace ember;
 
