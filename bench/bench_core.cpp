@@ -30,11 +30,13 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_common.h"
+#include "core/allocator.h"
 #include "core/autograd/engine.h"
 #include "core/generator.h"
+#include "core/memory_limit.h"
 #include "core/ops.h"
 #include "core/tensor.h"
-#include "bench/bench_common.h"
 
 namespace {
 
@@ -417,6 +419,30 @@ void register_mlp_step(int64_t batch) {
   });
 }
 
+// ----------------------------------------------------------------------------------------------
+// the allocator
+
+// 256 tensors of `bytes` made and dropped in turn. With `fresh`, the cache is emptied before each,
+// so every one is a block from the system: the path a memory limit checks (Note [Memory limits]),
+// timed with a limit set (`limited`) and without. Otherwise each is a block the cache serves.
+void register_allocation(int64_t bytes, bool fresh, bool limited) {
+  const std::string name = std::string("alloc") + (fresh ? "_fresh" : "_cached") + (limited ? "_limited/" : "/");
+  add(name + std::to_string(bytes), [=](benchmark::State& state) {
+    if (limited) ember::memory::set_limit(ember::kCPU, ember::memory::stats().live_bytes + (int64_t{1} << 30));
+    run_case(state, [=]() -> Step {
+      return [=] {
+        Tensor t;
+        for (int i = 0; i < 256; ++i) {
+          if (fresh) ember::memory::empty_cache();
+          t = ember::empty({bytes / 4});
+        }
+        return t;
+      };
+    });
+    ember::memory::clear_limit(ember::kCPU);
+  });
+}
+
 void register_all() {
   // matmul
   register_matmul("matmul", 1, 256, 784, 512, false);
@@ -469,6 +495,9 @@ void register_all() {
   register_cross_entropy(256, 10);
   // a whole training step
   register_mlp_step(128);
+  // the allocator, with and without a memory limit
+  for (bool fresh : {false, true})
+    for (bool limited : {false, true}) register_allocation(64 * 1024, fresh, limited);
 }
 
 }  // namespace
