@@ -40,7 +40,7 @@ std::string OutOfMemoryError::describe(const Facts& f) {
   std::string where = f.op.empty() ? "" : " in " + f.op;
   std::string details = f.phase;
   if (!f.module.empty()) details += detail::concat(details.empty() ? "" : ", ", "module '", f.module, "'");
-  if (!details.empty()) where += (where.empty() ? " (" : " (") + details + ")";
+  if (!details.empty()) where += " (" + details + ")";
   const std::string held =
       detail::concat(format_bytes(f.live_bytes), " held by tensors, ", format_bytes(f.reserved_bytes),
                      " by the allocator with its cache given back");

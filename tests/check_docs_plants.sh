@@ -7,19 +7,9 @@
 # in a CMake comment.
 #   check_docs_plants.sh SOURCE_DIR
 set -eu
-source_dir=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$source_dir"
-git rev-parse --show-toplevel >/dev/null 2>&1 || { echo "check_docs_plants: not a git checkout"; exit 77; }
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
-cd "$work"
-git init -q . && git add -A && git -c user.name=t -c user.email=t@t commit -qm copy
+. "$(dirname "$0")/repository_copy.sh"
+copy_repository "$1" check_docs_plants
 
-fail() {
-  echo "check_docs_plants: $*" >&2
-  exit 1
-}
 # expect_failure TEXT: check-docs fails and prints TEXT; then the copy is restored.
 expect_failure() {
   if output=$(python3 scripts/check-docs 2>&1); then fail "check-docs passed with a planted error ($1)"; fi

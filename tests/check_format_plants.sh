@@ -5,20 +5,9 @@
 # it, and then the copy passes again. Lines the change did not touch are never checked.
 #   check_format_plants.sh SOURCE_DIR
 set -eu
-source_dir=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$source_dir"
-git rev-parse --show-toplevel >/dev/null 2>&1 || { echo "check_format_plants: not a git checkout"; exit 77; }
 command -v git-clang-format >/dev/null || { echo "check_format_plants: no git-clang-format"; exit 77; }
-git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$work"
-cd "$work"
-git init -q . && git add -A && git -c user.name=t -c user.email=t@t commit -qm copy
-
-fail() {
-  echo "check_format_plants: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/repository_copy.sh"
+copy_repository "$1" check_format_plants
 
 scripts/check-format >/dev/null || fail "check-format fails on the copy before any change"
 

@@ -23,7 +23,6 @@
 #include "core/kernels.h"
 #include "core/memory_limit.h"
 #include "core/ops.h"
-#include "core/out_of_memory.h"
 #include "cuda/bad_index.h"
 #include "cuda/context.h"
 #include "cuda/cudnn/api.h"
@@ -34,6 +33,7 @@
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "tests/batch_norm_moments.h"
+#include "tests/memory_limit_check.h"
 #include "tests/op_table.h"
 #include "tests/test_helpers.h"
 
@@ -825,27 +825,11 @@ TEST(Cuda, BatchNormMatchesCpu) {
   }
 }
 
-// A limit on the card (Note [Memory limits]): fresh blocks past it fail with the facts, the
-// cache goes first, and a fraction is of the card's memory.
+// A limit on the card (Note [Memory limits]): fresh blocks past it fail with the facts and leave
+// nothing behind, and a fraction is of the card's memory.
 TEST(Cuda, MemoryLimitIsEnforced) {
   if (!ember::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  constexpr int64_t kMiB = int64_t{1} << 20;
-  memory::empty_cache(kCUDA);
-  const int64_t live = memory::stats(kCUDA).live_bytes;
-  memory::set_limit(kCUDA, live + 5 * kMiB);
-  {
-    const Tensor a = zeros({3 * kMiB / 4}, TensorOptions(kFloat32).with_device(kCUDA));
-    try {
-      const Tensor b = zeros({3 * kMiB / 4}, TensorOptions(kFloat32).with_device(kCUDA));
-      ADD_FAILURE() << "6 MiB fitted under a limit 5 MiB above what was live";
-    } catch (const OutOfMemoryError& e) {
-      EXPECT_EQ(e.facts().device, kCUDA);
-      EXPECT_EQ(e.facts().requested_bytes, 3 * kMiB);
-      EXPECT_EQ(e.facts().limit_bytes, live + 5 * kMiB);
-      EXPECT_EQ(e.facts().live_bytes, live + 3 * kMiB);
-    }
-  }
-  const Tensor c = zeros({3 * kMiB / 4}, TensorOptions(kFloat32).with_device(kCUDA));  // the cached block
+  testutil::expect_fresh_blocks_fail_past_the_limit(kCUDA);
   memory::set_limit_fraction(kCUDA, 0.5);
   EXPECT_EQ(memory::limit(kCUDA), static_cast<int64_t>(0.5 * static_cast<double>(memory::device_memory_bytes(kCUDA))));
   memory::clear_limit(kCUDA);

@@ -21,6 +21,7 @@
 #include "nn/module.h"
 #include "optim/adam.h"
 #include "test_helpers.h"
+#include "tests/memory_limit_check.h"
 #include "utils/checkpoint.h"
 
 using namespace ember;
@@ -42,28 +43,8 @@ struct LimitAboveLive {
   ~LimitAboveLive() { memory::clear_limit(kCPU); }
 };
 
-TEST(MemoryLimit, FreshBlocksPastTheLimitFailWithTheFacts) {
-  const int64_t before = memory::stats().live_bytes;
-  LimitAboveLive guard(5 * kMiB);
-  Tensor a = mebibytes(3);
-  try {
-    Tensor b = mebibytes(3);
-    FAIL() << "a second 3 MiB fitted under a limit 5 MiB above what was live";
-  } catch (const OutOfMemoryError& e) {
-    EXPECT_EQ(e.facts().device, kCPU);
-    EXPECT_EQ(e.facts().requested_bytes, 3 * kMiB);
-    EXPECT_EQ(e.facts().limit_bytes, before + 5 * kMiB);
-    EXPECT_EQ(e.facts().live_bytes, before + 3 * kMiB);
-    EXPECT_EQ(e.facts().reserved_bytes, memory::stats().reserved_bytes);
-    const std::string expected = "[allocator] out of memory on cpu: a tensor of 3.00 MiB (3145728 bytes) does not fit";
-    EXPECT_NE(e.message().find(expected), std::string::npos) << e.message();
-  }
-  // Nothing of the failed request is left: the live bytes are those of `a`.
-  EXPECT_EQ(memory::stats().live_bytes, before + 3 * kMiB);
-  a = Tensor();
-  Tensor c = mebibytes(3);  // from the cache, or fresh again: it fits now
-  EXPECT_EQ(memory::stats().live_bytes, before + 3 * kMiB);
-}
+// test_cuda runs the same on a GPU.
+TEST(MemoryLimit, FreshBlocksPastTheLimitFailWithTheFacts) { testutil::expect_fresh_blocks_fail_past_the_limit(kCPU); }
 
 TEST(MemoryLimit, IsAnEmberErrorToo) {
   LimitAboveLive guard(kMiB);
