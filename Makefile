@@ -3,7 +3,9 @@
 #   make build   configure and build (PRESET=release|debug|asan|tsan)
 #   make test    build and run every test (PRESET=tsan: the threaded tests only, docs/fuzzing.md)
 #   make demo    build and train the example networks on Fashion-MNIST and a small GPT on fortunes,
-#                and fine-tune a pretrained BERT to tell the fortunes' collections apart
+#                show the GPT meeting a memory limit and training under it with --checkpoint auto
+#                (examples/memory_wall.sh), and fine-tune a pretrained BERT to tell the fortunes'
+#                collections apart
 #   make fuzz    build the libFuzzer targets (clang) and run each for FUZZ_SECONDS (docs/fuzzing.md)
 #   make docs-graphs  redraw the backward-graph pictures docs/graph_*.svg (Graphviz)
 #   make exercises    build the exercise tests against your own files and run them (EXERCISE=N: one)
@@ -27,12 +29,15 @@ test: build
 	ctest --preset $(PRESET) -j $(JOBS)
 
 # Fashion-MNIST: the MLP for 2 epochs, then the ResNet-style network on a slice of the data; the
-# GPT on a slice of the fortunes; all-MiniLM-L6-v2 (scripts/install-deps) fine-tuned for its
-# default epoch (122 steps), which is what it takes to beat the linear probe it prints first.
+# GPT on a slice of the fortunes, then the memory wall (examples/memory_wall.sh: the same GPT under
+# a memory limit, failing without checkpointing and training with --checkpoint auto);
+# all-MiniLM-L6-v2 (scripts/install-deps) fine-tuned for its default epoch (122 steps), which is
+# what it takes to beat the linear probe it prints first.
 demo: build
 	./build/$(PRESET)/examples/train_mlp --epochs 2
 	./build/$(PRESET)/examples/train_resnet --epochs 1 --train-limit 6000
 	./build/$(PRESET)/examples/train_gpt --train-limit 3000 --sample-chars 200
+	examples/memory_wall.sh build/$(PRESET)
 	./build/$(PRESET)/examples/finetune_text
 
 fuzz: deps

@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -33,10 +34,7 @@ void* Allocator::allocate(size_t nbytes) {
     // A fresh block: under the device's limit (Note [Memory limits] in core/memory_limit.h), and
     // what the system gives. Either way the cache is given back before the request fails.
     const int64_t limit = detail::enforced_memory_limit(device_);
-    const auto fits = [&] {  // reserved + wanted <= limit, without overflowing for a huge request
-      return limit == 0 ||
-             (stats_.reserved_bytes <= limit && wanted <= static_cast<size_t>(limit - stats_.reserved_bytes));
-    };
+    const auto fits = [&] { return fits_locked(limit, wanted); };
     if (!fits()) release_cache_locked();
     ptr = fits() ? system_alloc(wanted) : nullptr;
     if (!ptr && fits()) {  // the system refused: give the cache back and try once more
@@ -50,6 +48,7 @@ void* Allocator::allocate(size_t nbytes) {
       facts.limit_bytes = fits() ? 0 : limit;
       facts.live_bytes = stats_.live_bytes;
       facts.reserved_bytes = stats_.reserved_bytes;
+      facts.held = live_by_category_locked();
       OutOfMemoryError::describe_request(facts);
       throw OutOfMemoryError(std::move(facts), __FILE__, __LINE__);
     }
@@ -60,12 +59,13 @@ void* Allocator::allocate(size_t nbytes) {
   ++stats_.alloc_count;
   ++stats_.live_count;
   stats_.live_bytes += static_cast<int64_t>(nbytes);
+  category_bytes_[static_cast<size_t>(MemoryCategory::Other)] += static_cast<int64_t>(nbytes);
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
   if (observer_) observer_(static_cast<int64_t>(nbytes), stats_.live_bytes);
   return ptr;
 }
 
-void Allocator::deallocate(void* ptr, size_t nbytes) {
+void Allocator::deallocate(void* ptr, size_t nbytes, Tag tag) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = block_class_.find(ptr);
@@ -75,7 +75,60 @@ void Allocator::deallocate(void* ptr, size_t nbytes) {
   block_class_.erase(it);
   --stats_.live_count;
   stats_.live_bytes -= static_cast<int64_t>(nbytes);
+  Tag none;
+  retag_locked(static_cast<int64_t>(nbytes), tag, none);
+  category_bytes_[static_cast<size_t>(MemoryCategory::Other)] -= static_cast<int64_t>(nbytes);
   if (observer_) observer_(-static_cast<int64_t>(nbytes), stats_.live_bytes);
+}
+
+void Allocator::retag(size_t nbytes, Tag& tag, Tag to, bool only_from_other) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (only_from_other && tag.category != MemoryCategory::Other) return;
+  retag_locked(static_cast<int64_t>(nbytes), tag, to);
+}
+
+void Allocator::retag_locked(int64_t nbytes, Tag& tag, Tag to) {
+  const auto saved_slot = [this](int owner) -> int64_t& {
+    const size_t slot = static_cast<size_t>(owner + 1);
+    if (slot >= saved_by_owner_.size()) saved_by_owner_.resize(slot + 1, 0);
+    return saved_by_owner_[slot];
+  };
+  category_bytes_[static_cast<size_t>(tag.category)] -= nbytes;
+  if (tag.category == MemoryCategory::SavedForBackward) saved_slot(tag.owner) -= nbytes;
+  category_bytes_[static_cast<size_t>(to.category)] += nbytes;
+  if (to.category == MemoryCategory::SavedForBackward) saved_slot(to.owner) += nbytes;
+  tag = to;
+}
+
+memory::LiveByCategory Allocator::live_by_category() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_by_category_locked();
+}
+
+memory::LiveByCategory Allocator::live_by_category_locked() const {
+  memory::LiveByCategory out;
+  out.bytes = category_bytes_;
+  for (size_t slot = 0; slot < saved_by_owner_.size(); ++slot)
+    if (saved_by_owner_[slot] != 0)
+      out.saved_by_module.emplace_back(detail::owner_name(static_cast<int>(slot) - 1), saved_by_owner_[slot]);
+  std::stable_sort(out.saved_by_module.begin(), out.saved_by_module.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
+bool Allocator::fits_locked(int64_t limit, size_t nbytes) const {
+  // reserved + nbytes <= limit, without overflowing for a huge request
+  return limit == 0 || (stats_.reserved_bytes <= limit && nbytes <= static_cast<size_t>(limit - stats_.reserved_bytes));
+}
+
+bool Allocator::hold_outside_blocks(size_t nbytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t limit = detail::enforced_memory_limit(device_);
+  const auto fits = [&] { return fits_locked(limit, nbytes); };
+  if (!fits()) release_cache_locked();
+  if (!fits()) return false;
+  stats_.reserved_bytes += static_cast<int64_t>(nbytes);
+  return true;
 }
 
 void Allocator::set_observer(Observer observer) {

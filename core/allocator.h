@@ -19,6 +19,7 @@
 // can predict them exactly: live_bytes is the sum of nbytes of every storage alive right now,
 // peak_bytes the maximum live_bytes since the last reset_peak(). reserved_bytes is what the
 // allocator holds from the system (live blocks + cache, rounded).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace ember {
 
@@ -50,8 +52,21 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  void* allocate(size_t nbytes);
-  void deallocate(void* ptr, size_t nbytes);
+  // A live block's tag is its storage's, read and written under the allocator's lock only
+  // (retag), and given back with the block.
+  using Tag = MemoryTag;
+
+  void* allocate(size_t nbytes);  // tagged Other
+  void deallocate(void* ptr, size_t nbytes, Tag tag = {});
+  // Moves a live block's `nbytes` from `tag`'s category to `to`'s and sets `tag` to `to`; with
+  // only_from_other, only a block still tagged Other moves.
+  void retag(size_t nbytes, Tag& tag, Tag to, bool only_from_other = false);
+  memory::LiveByCategory live_by_category() const;
+  // Counts `nbytes` that ember holds on this device outside the allocator's blocks (CUDA's pinned
+  // host staging buffers, kept for the process) in reserved_bytes, under the device's limit: the
+  // cache is given back first if they would take the allocator past it, and false, counting
+  // nothing, when they still would.
+  bool hold_outside_blocks(size_t nbytes);
 
   MemoryStats stats() const;
   void reset_peak();
@@ -73,6 +88,9 @@ class Allocator {
  protected:
   // Release every cached block; a backend's destructor calls this while it can still free.
   void release_cache_locked();
+  memory::LiveByCategory live_by_category_locked() const;
+  void retag_locked(int64_t nbytes, Tag& tag, Tag to);
+  bool fits_locked(int64_t limit, size_t nbytes) const;  // under `limit` (0: none) with nbytes more reserved
   virtual void* system_alloc(size_t nbytes) = 0;  // nullptr when out of memory
   virtual void system_free(void* ptr) = 0;
 
@@ -82,6 +100,8 @@ class Allocator {
   std::map<size_t, std::vector<void*>> cache_;     // size class -> free blocks (no empty entries)
   std::unordered_map<void*, size_t> block_class_;  // live block -> its size class
   MemoryStats stats_;
+  std::array<int64_t, kNumMemoryCategories> category_bytes_{};
+  std::vector<int64_t> saved_by_owner_;  // SavedForBackward bytes by owner id + 1
   Observer observer_;
 };
 

@@ -1,6 +1,9 @@
 #include "core/out_of_memory.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/autograd/op_label.h"
@@ -12,6 +15,16 @@ namespace {
 
 std::atomic<std::string (*)()> module_path_source{nullptr};
 
+struct Advice {
+  std::mutex mutex;
+  std::map<std::pair<int, int>, std::string> by_device;
+};
+Advice& advice() {
+  static Advice* a = new Advice;  // never destroyed: an allocation may fail during exit
+  return *a;
+}
+std::pair<int, int> key(Device device) { return {static_cast<int>(device.type), device.index}; }
+
 std::string phase_now() {
   if (autograd::is_recomputing()) return "recompute of a checkpointed region";
   if (const char* phase = memory::current_phase()) return phase;
@@ -21,6 +34,24 @@ std::string phase_now() {
 }
 
 }  // namespace
+
+namespace memory {
+
+void set_out_of_memory_advice(Device device, std::string text) {
+  Advice& a = advice();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  if (text.empty()) a.by_device.erase(key(device));
+  else a.by_device[key(device)] = std::move(text);
+}
+
+std::string out_of_memory_advice(Device device) {
+  Advice& a = advice();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  auto it = a.by_device.find(key(device));
+  return it == a.by_device.end() ? "" : it->second;
+}
+
+}  // namespace memory
 
 namespace detail {
 void set_module_path_source(std::string (*source)()) { module_path_source = source; }
@@ -32,6 +63,7 @@ void OutOfMemoryError::describe_request(Facts& facts) {
   std::string (*module_path)() = module_path_source.load();
   facts.module = module_path ? module_path() : "";
   facts.phase = phase_now();
+  facts.advice = memory::out_of_memory_advice(facts.device);
 }
 
 std::string OutOfMemoryError::describe(const Facts& f) {
@@ -45,12 +77,15 @@ std::string OutOfMemoryError::describe(const Facts& f) {
       detail::concat(format_bytes(f.live_bytes), " held by tensors, ", format_bytes(f.reserved_bytes),
                      " by the allocator with its cache given back");
   const std::string request = detail::concat(format_bytes(f.requested_bytes), " (", f.requested_bytes, " bytes)");
-  if (f.limit_bytes > 0)
-    return detail::concat("[allocator] out of memory on ", f.device.str(), where, ": a tensor of ", request,
-                          " does not fit under the limit of ", format_bytes(f.limit_bytes), " (", held,
-                          "; the limit is memory::set_limit's or EMBER_MEMORY_LIMIT's)");
-  return detail::concat("[allocator] out of memory on ", f.device.str(), where,
-                        ": the system refused a block for a tensor of ", request, " (", held, ")");
+  const std::string what =
+      f.limit_bytes > 0
+          ? detail::concat(": a tensor of ", request, " does not fit under the limit of ", format_bytes(f.limit_bytes),
+                           " (", held, "; the limit is memory::set_limit's or EMBER_MEMORY_LIMIT's)")
+          : detail::concat(": the system refused a block for a tensor of ", request, " (", held, ")");
+  std::string out =
+      detail::concat("[allocator] out of memory on ", f.device.str(), where, what, "\n  live: ", f.held.str());
+  if (!f.advice.empty()) out += "\n  " + f.advice;
+  return out;
 }
 
 }  // namespace ember

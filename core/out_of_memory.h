@@ -4,12 +4,15 @@
 // of ember::Error, so a program that catches Error catches it too; one that wants to react to
 // the memory wall (a smaller batch, checkpointing) catches this and reads its facts: how much was
 // asked and held, and where the request came from: the op, the module and the phase (a forward,
-// a backward, the recompute of a checkpointed region, the optimizer's step, data loading).
+// a backward, the recompute of a checkpointed region, the optimizer's step, data loading), what
+// the live bytes hold by category (Note [Memory by category] in core/memory_category.h), and what
+// to do, where the program said (memory::set_out_of_memory_advice).
 #include <cstdint>
 #include <string>
 
 #include "core/check.h"
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace ember {
 
@@ -24,6 +27,8 @@ class OutOfMemoryError : public Error {
     std::string op;               // the op whose forward or backward asked; "" outside any op
     std::string module;           // the module being called ("blocks.3.mlp"); "" outside any call
     std::string phase;            // "forward", "backward", ... (core/memory_phase.h); "" if none
+    memory::LiveByCategory held;  // live_bytes by category, when the request came
+    std::string advice;           // memory::set_out_of_memory_advice's for the device; "" if none
   };
   OutOfMemoryError(Facts facts, const char* file, int line)
       : Error(describe(facts), file, line), facts_(std::move(facts)) {}
@@ -36,6 +41,13 @@ class OutOfMemoryError : public Error {
   static std::string describe(const Facts& facts);
   Facts facts_;
 };
+
+namespace memory {
+// What an OutOfMemoryError on `device` advises, from now on (a training program that planned its
+// step says which checkpointing or batch would fit: utils/limit_plan.h); "" removes it.
+void set_out_of_memory_advice(Device device, std::string advice);
+std::string out_of_memory_advice(Device device);
+}  // namespace memory
 
 namespace detail {
 // nn registers where the module path comes from (core cannot include nn): Note [Module paths].

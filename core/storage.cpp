@@ -15,6 +15,11 @@ Storage::Storage(size_t nbytes, Device device)
     : data_(allocator_for(device).allocate(nbytes)), nbytes_(nbytes), device_(device),
       serial_(storages_made.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_); }
+Storage::~Storage() { allocator_for(device_).deallocate(data_, nbytes_, tag_); }
+
+void Storage::tag(MemoryCategory category, int owner, bool only_from_other) {
+  if (nbytes_ == 0) return;
+  allocator_for(device_).retag(nbytes_, tag_, {category, owner}, only_from_other);
+}
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace ember {
 
@@ -31,12 +32,16 @@ class Storage {
   // (Note [Saved tensors not recomputed] in utils/checkpoint_value_check.cpp).
   uint64_t serial() const { return serial_; }
   static uint64_t next_serial();  // the serial the next storage will get
+  // What the bytes hold (Note [Memory by category] in core/memory_category.h); with
+  // only_from_other, only a storage still tagged Other changes.
+  void tag(MemoryCategory category, int owner = -1, bool only_from_other = false);
 
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
   uint64_t serial_;
+  MemoryTag tag_;  // read and written under the allocator's lock only
   std::shared_ptr<VersionCounter> version_ = std::make_shared<VersionCounter>();
 };
 

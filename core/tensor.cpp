@@ -8,6 +8,7 @@
 #include "core/autograd/op_label.h"
 #include "core/convert.h"
 #include "core/kernels.h"
+#include "core/memory_category.h"
 #include "core/ops.h"
 #include "core/ops/helpers.h"
 
@@ -86,6 +87,7 @@ void Tensor::set_grad(const Tensor& g) const {
                 g.dtype(), " ", shape_str(g.shape()), " on ", g.device(), " for a tensor of ", dtype(), " ",
                 shape_str(shape()), " on ", device(), ": the gradient must have the tensor's shape, dtype and device");
   impl->grad = g;
+  memory::tag(g, MemoryCategory::Gradients);  // Note [Memory by category]
 }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return live(__func__)->grad_fn; }
 int Tensor::output_nr() const { return live(__func__)->output_nr; }

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/allocator.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 
@@ -21,7 +22,9 @@ namespace ember::cuda {
 // buffer, or allocates one while the pool holds less than kMaxPoolBytes. When neither works, the
 // copy falls back to the synchronous path rather than wait here. Copies above kMaxStagedBytes
 // (weights loaded once) also take the synchronous path: they are rare, and would pin a lot of
-// memory. Device -> host copies always wait: the caller reads the result next.
+// memory. Device -> host copies always wait: the caller reads the result next. The pool's buffers
+// count in the CPU allocator's reserved bytes, under its limit: a buffer that would take it past
+// the limit is not made, and the copy takes the synchronous path.
 
 namespace {
 
@@ -59,6 +62,11 @@ Buffer* free_buffer(Pool& p, size_t bytes) {
   Buffer b;
   if (cudaHostAlloc(&b.host, bytes, cudaHostAllocDefault) != cudaSuccess) {
     (void)cudaGetLastError();  // pinned memory is limited: not an error, the copy waits instead
+    return nullptr;
+  }
+  // Pinned memory is the host's: it counts against the CPU's limit (Note [Memory limits]).
+  if (!allocator_for(kCPU).hold_outside_blocks(bytes)) {
+    CUDA_CHECK(cudaFreeHost(b.host));
     return nullptr;
   }
   CUDA_CHECK(cudaEventCreateWithFlags(&b.read, cudaEventDisableTiming));

@@ -212,4 +212,8 @@ int64_t DataLoader::size() const {
   return batches_per_epoch(options_.sampler_ ? options_.sampler_->length(n) : n, options_);
 }
 
+int64_t DataLoader::batches_ahead() const {
+  return std::min<int64_t>(int64_t{options_.prefetch_} * options_.num_workers_, size());
+}
+
 }  // namespace ember::data

@@ -81,6 +81,8 @@ class DataLoader {
   std::default_sentinel_t end() const { return {}; }
 
   int64_t size() const;  // batches per epoch
+  // The most batches the workers hold ready ahead of the loop: prefetch per worker, at most an epoch's.
+  int64_t batches_ahead() const;
   int64_t epoch() const { return epoch_; }  // the epoch the next begin() starts
   void set_epoch(int64_t epoch) { epoch_ = epoch; }  // e.g. to resume a run
   const Dataset& dataset() const { return *dataset_; }

@@ -36,7 +36,9 @@
 
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
+#include "core/out_of_memory.h"
 #include "utils/checkpoint_sequential.h"
+#include "utils/limit_plan.h"
 #include "utils/op_planner.h"
 #include "utils/planner.h"
 #include "utils/untraced_step.h"
@@ -44,9 +46,9 @@
 namespace ember::examples {
 
 CheckpointMode parse_checkpoint_mode(const std::string& mode, const std::string& program) {
-  if (mode == "none" || mode == "blocks" || mode == "sqrt") return {mode};
+  if (mode == "none" || mode == "blocks" || mode == "sqrt" || mode == "auto") return {mode};
   EMBER_CHECK(mode.starts_with("budget="), "[", program, "] unknown --checkpoint mode '", mode,
-              "' (none, blocks, sqrt or budget=MB)");
+              "' (none, blocks, sqrt, budget=MB or auto)");
   const std::string text = mode.substr(7);
   double mb = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mb);
@@ -105,9 +107,139 @@ StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample) 
   return b;
 }
 
+int64_t bytes_to_come(const optim::Optimizer& optimizer, const data::DataLoader& loader, int64_t batch_bytes,
+                      Device device) {
+  const int64_t ahead = device == kCPU ? loader.batches_ahead() : 0;
+  const int64_t state_made = memory::live_by_category(device)[MemoryCategory::OptimizerState];  // a resumed run's
+  return std::max<int64_t>(0, optimizer.full_state_bytes(device) - state_made) + (ahead + 1) * batch_bytes;
+}
+
+namespace {
+
+Forward plain_forward(const StackedModel& parts) {
+  return [&model = parts.model](const Tensor& x) { return model(x); };
+}
+
+// budget=MB's forward for a measured step: the blocks planned for what the outside leaves.
+Forward planned_forward(const StackedModel& parts, const StepBudget& step, int64_t budget_bytes, const Tensor& sample,
+                        const utils::CheckpointOptions& options) {
+  const utils::LayerChain chain = parts.block_chain();
+  utils::SelectivePlan plan;
+  utils::with_limit_lifted(sample.device(), [&] {
+    plan = utils::plan_selective(chain, step.blocks, blocks_input(parts, sample), budget_bytes - step.outside);
+  });
+  int64_t blocks_flops = 0;
+  for (const utils::LayerProfile& block : step.blocks) blocks_flops += block.forward_flops;
+  std::printf("checkpoint plan for %s: %s (predicted step peak %s: %s for the stem, the head and the loss, %s for "
+              "the blocks; a plain step %s; recomputes %.1f%% of the blocks' forward work)\n",
+              memory::format_bytes(budget_bytes).c_str(), plan.str().c_str(),
+              memory::format_bytes(step.outside + plan.predicted_peak_bytes).c_str(),
+              memory::format_bytes(step.outside).c_str(), memory::format_bytes(plan.predicted_peak_bytes).c_str(),
+              memory::format_bytes(step.plain_step_peak).c_str(),
+              100.0 * static_cast<double>(plan.recompute_flops) /
+                  static_cast<double>(std::max<int64_t>(blocks_flops, 1)));
+  return [parts, chain, plan, options](const Tensor& x) {
+    return parts.head(utils::run_plan(chain, plan, parts.stem(x), options));
+  };
+}
+
+StepBudget measured_step(const StackedModel& parts, const Tensor& sample) {
+  StepBudget step;
+  utils::with_limit_lifted(sample.device(), [&] { step = profile_step_budget(parts, sample); });
+  return step;
+}
+
+// Bytes in MiB with two decimals, rounded up or down.
+std::string mib(int64_t bytes, bool up) {
+  const double hundredths = static_cast<double>(bytes) * 100 / (1 << 20);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", (up ? std::ceil(hundredths) : std::floor(hundredths)) / 100);
+  return text;
+}
+
+// Note [Advice under a limit]
+// Under a memory limit, a program that runs a mode other than auto may not fit; when it does not,
+// its OutOfMemoryError should say what would (memory::set_out_of_memory_advice). The step is
+// measured as auto measures it, and the advice is auto's choice: the --checkpoint that fits, or,
+// when none fits this batch, the largest batch whose smallest budget fits what the limit leaves
+// (found by halving the sample until one fits, then bisecting up to the one below the batch that
+// did not; the bytes held whatever the step checkpoints are taken as this batch's, which a smaller
+// batch only lowers).
+std::string limit_advice(const StackedModel& parts, const StepBudget& step, const utils::LimitBudget& under,
+                         const Tensor& sample) {
+  const int64_t budget = under.step_budget();
+  if (budget >= step.plain_step_peak) return "";
+  const std::string smallest_limit = memory::format_bytes(under.limit_for(step.smallest()));
+  if (budget >= step.smallest())
+    return detail::concat("advice: checkpointing fits this training step under the limit: --checkpoint auto plans "
+                          "for the ",
+                          memory::format_bytes(budget),
+                          " it leaves a step, and any --checkpoint budget=MB "
+                          "from ",
+                          mib(step.smallest(), /*up=*/true), " to ", mib(budget, /*up=*/false),
+                          " fits (a plain step needs ", memory::format_bytes(step.plain_step_peak), ")");
+  const int64_t batch = sample.size(0);
+  const auto fits = [&](int64_t b) { return measured_step(parts, sample.narrow(0, 0, b)).smallest() <= budget; };
+  int64_t good = batch / 2;
+  while (good > 0 && !fits(good)) good /= 2;
+  if (good == 0)
+    return detail::concat("advice: no checkpointing fits even a batch of 1 under the limit; the smallest limit for "
+                          "this batch of ",
+                          batch, " is ", smallest_limit);
+  for (int64_t bad = std::min(2 * good, batch); bad - good > 1;) {
+    const int64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return detail::concat("advice: no checkpointing fits a batch of ", batch,
+                        " under the limit (the smallest limit "
+                        "that would is ",
+                        smallest_limit, "); --checkpoint auto fits a batch of ", good, " (--batch-size ", good, ")");
+}
+
+// auto (Note [Planning for a memory limit] in utils/limit_plan.cpp).
+Forward auto_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample,
+                     const utils::CheckpointOptions& options) {
+  const Device device = sample.device();
+  const std::optional<utils::LimitBudget> under = utils::budget_under_limit(device, mode.to_come);
+  if (!under) {
+    std::printf("checkpoint auto: no memory limit on %s, so nothing is checkpointed\n", device.str().c_str());
+    return plain_forward(parts);
+  }
+  const StepBudget step = measured_step(parts, sample);
+  const int64_t budget = under->step_budget();
+  std::printf("checkpoint auto: the limit of %s on %s leaves a training step %s (%s held whatever it checkpoints, "
+              "%s headroom for the allocator's blocks); a plain step needs %s\n",
+              memory::format_bytes(under->limit).c_str(), device.str().c_str(),
+              memory::format_bytes(std::max<int64_t>(budget, 0)).c_str(), memory::format_bytes(under->held).c_str(),
+              memory::format_bytes(under->headroom).c_str(), memory::format_bytes(step.plain_step_peak).c_str());
+  if (budget >= step.plain_step_peak) {
+    std::printf("checkpoint auto: a plain step fits, so nothing is checkpointed\n");
+    return plain_forward(parts);
+  }
+  if (budget < step.smallest()) {
+    const std::string advice = limit_advice(parts, step, *under, sample);
+    EMBER_FAIL("[checkpoint auto] no checkpointing fits a training step under the limit of ",
+               memory::format_bytes(under->limit), " on ", device.str(), ": it leaves the step ",
+               memory::format_bytes(std::max<int64_t>(budget, 0)), ", and the least a step needs is ",
+               memory::format_bytes(step.smallest()), "; the smallest limit that would work is ",
+               memory::format_bytes(under->limit_for(step.smallest())), " (", under->limit_for(step.smallest()),
+               " bytes)", advice.empty() ? "" : "\n  " + advice);
+  }
+  return planned_forward(parts, step, budget, sample, options);
+}
+
+}  // namespace
+
 Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mode, const Tensor& sample,
                              const utils::CheckpointOptions& options) {
-  if (mode.kind == "none") return [&model = parts.model](const Tensor& x) { return model(x); };
+  const Device device = sample.device();
+  if (mode.kind == "auto") return auto_forward(parts, mode, sample, options);
+  std::optional<StepBudget> step;
+  if (const std::optional<utils::LimitBudget> under = utils::budget_under_limit(device, mode.to_come)) {
+    step = measured_step(parts, sample);
+    memory::set_out_of_memory_advice(device, limit_advice(parts, *step, *under, sample));
+  }
+  if (mode.kind == "none") return plain_forward(parts);
   if (mode.kind == "blocks") {
     // Note [The last block stays plain]
     // Backward starts in the last block right after the forward left it, so checkpointing it
@@ -125,7 +257,7 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
           return false;
         },
         options);
-    return [&model = parts.model](const Tensor& x) { return model(x); };
+    return plain_forward(parts);
   }
   if (mode.kind == "sqrt") {
     const auto segments =
@@ -134,29 +266,15 @@ Forward checkpointed_forward(const StackedModel& parts, const CheckpointMode& mo
       return parts.head(utils::checkpoint_sequential(chain, segments, parts.stem(x), options));
     };
   }
-  const StepBudget step = profile_step_budget(parts, sample);
-  const int64_t smallest = step.smallest();
+  if (!step) step = measured_step(parts, sample);
+  const int64_t smallest = step->smallest();
   EMBER_CHECK(mode.budget_bytes >= smallest, "[checkpoint budget] no plan fits a training step into ",
               memory::format_bytes(mode.budget_bytes), " (", mode.budget_bytes,
-              " bytes); the smallest feasible budget for this model and batch is ", memory::format_bytes(smallest), " (",
-              smallest, " bytes): ", memory::format_bytes(step.outside), " for the stem, the head and the loss, ",
-              memory::format_bytes(smallest - step.outside), " for the blocks (a plain step takes ",
-              memory::format_bytes(step.plain_step_peak), ")");
-  const utils::LayerChain chain = parts.block_chain();
-  const utils::SelectivePlan plan =
-      utils::plan_selective(chain, step.blocks, blocks_input(parts, sample), mode.budget_bytes - step.outside);
-  int64_t blocks_flops = 0;
-  for (const utils::LayerProfile& block : step.blocks) blocks_flops += block.forward_flops;
-  std::printf("checkpoint plan for %s: %s (predicted step peak %s: %s for the stem, the head and the loss, %s for "
-              "the blocks; a plain step %s; recomputes %.1f%% of the blocks' forward work)\n",
-              memory::format_bytes(mode.budget_bytes).c_str(), plan.str().c_str(),
-              memory::format_bytes(step.outside + plan.predicted_peak_bytes).c_str(),
-              memory::format_bytes(step.outside).c_str(), memory::format_bytes(plan.predicted_peak_bytes).c_str(),
-              memory::format_bytes(step.plain_step_peak).c_str(),
-              100.0 * static_cast<double>(plan.recompute_flops) / static_cast<double>(std::max<int64_t>(blocks_flops, 1)));
-  return [parts, chain, plan, options](const Tensor& x) {
-    return parts.head(utils::run_plan(chain, plan, parts.stem(x), options));
-  };
+              " bytes); the smallest feasible budget for this model and batch is ", memory::format_bytes(smallest),
+              " (", smallest, " bytes): ", memory::format_bytes(step->outside),
+              " for the stem, the head and the loss, ", memory::format_bytes(smallest - step->outside),
+              " for the blocks (a plain step takes ", memory::format_bytes(step->plain_step_peak), ")");
+  return planned_forward(parts, *step, mode.budget_bytes, sample, options);
 }
 
 }  // namespace ember::examples

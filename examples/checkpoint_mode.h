@@ -8,6 +8,10 @@
 //   budget=MB  segments, and the ops whose outputs each checkpointed segment keeps, chosen by the
 //              planner (utils::plan_selective) so that a whole training step (forward, loss and
 //              backward, above what was live before it) fits MB (Note [Budgeting a training step])
+//   auto       budget= with what the device's memory limit leaves a step (utils/limit_plan.h); no
+//              checkpointing without a limit or where a plain step fits under it
+// Under a memory limit every mode but auto also measures the step, so that an OutOfMemoryError
+// says which checkpointing, or which batch, would fit (Note [Advice under a limit]).
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -16,6 +20,7 @@
 
 #include "examples/training.h"
 #include "nn/module_list.h"
+#include "optim/optimizer.h"
 #include "utils/checkpoint.h"
 #include "utils/layer_chain.h"
 #include "utils/layer_profile.h"
@@ -23,9 +28,18 @@
 namespace ember::examples {
 
 struct CheckpointMode {
-  std::string kind;          // none, blocks, sqrt or budget
+  std::string kind;          // none, blocks, sqrt, budget or auto
   int64_t budget_bytes = 0;  // for budget
+  // Under a memory limit: what a training step holds that is not live when it is planned
+  // (bytes_to_come).
+  int64_t to_come = 0;
 };
+
+// What a training step on `device` holds that is not live before the first one: the optimizer's
+// state (Optimizer::full_state_bytes), the batch's targets and, on the CPU, the batches the
+// loader's workers hold ahead, at most `batch_bytes` (inputs and targets) each.
+int64_t bytes_to_come(const optim::Optimizer& optimizer, const data::DataLoader& loader, int64_t batch_bytes,
+                      Device device);
 
 // Checked before any work is done: an ember::Error naming `program` for anything else.
 CheckpointMode parse_checkpoint_mode(const std::string& mode, const std::string& program);
@@ -56,7 +70,8 @@ StepBudget profile_step_budget(const StackedModel& parts, const Tensor& sample);
 
 // The forward a training step runs in `mode`: head(blocks(stem(x))), the blocks checkpointed as
 // the mode says. `sample` is an input batch, used by budget to measure a step once
-// (profile_step_budget); a budget below StepBudget::smallest() is an ember::Error that names it.
+// (profile_step_budget); a budget below StepBudget::smallest() is an ember::Error that names it,
+// and so is a limit under which auto finds no plan (naming the smallest limit that would work).
 // blocks switches the model's blocks to checkpointing for good (until uncheckpoint_modules).
 // Every checkpointed region runs with `options` (budget's regions with their planned policy in
 // place of options.policy).

@@ -26,6 +26,7 @@
 
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
+#include "core/memory_limit.h"
 #include "data/wordpiece.h"
 #include "examples/bert.h"
 #include "examples/char_text.h"
@@ -78,7 +79,8 @@ void add_finetune_flags(CLI::App& app, Settings& s) {
       ->capture_default_str();
   app.add_option("--checkpoint", s.checkpoint,
                  "none; layers: each encoder layer but the last checkpointed; or budget=MB: what to checkpoint "
-                 "planned so that a training step fits MB (examples/checkpoint_mode.h)")
+                 "planned so that a training step fits MB (examples/checkpoint_mode.h); or auto: budget= from "
+                 "--memory-limit")
       ->capture_default_str();
   app.add_flag("--freeze-encoder", s.freeze_encoder,
                "train the classification head alone on the pretrained encoder's sentence embeddings (the "
@@ -222,9 +224,10 @@ int main(int argc, char** argv) {
   add_finetune_flags(app, s);
   return examples::run_main(app, argc, argv, "finetune_text", [&] {
     // layers: the encoder's own blocks mode (checkpoint_bert_layers, examples/bert.h).
-    EMBER_CHECK(s.checkpoint == "none" || s.checkpoint == "layers" || s.checkpoint.starts_with("budget="),
-                "[finetune_text] unknown --checkpoint mode '", s.checkpoint, "' (none, layers or budget=MB)");
-    const examples::CheckpointMode mode =
+    EMBER_CHECK(s.checkpoint == "none" || s.checkpoint == "layers" || s.checkpoint == "auto" ||
+                    s.checkpoint.starts_with("budget="),
+                "[finetune_text] unknown --checkpoint mode '", s.checkpoint, "' (none, layers, budget=MB or auto)");
+    examples::CheckpointMode mode =
         examples::parse_checkpoint_mode(s.checkpoint == "layers" ? "blocks" : s.checkpoint, "finetune_text");
     const Device device = examples::setup(config);
     const std::vector<std::string> names = split_commas(s.collections);
@@ -289,16 +292,19 @@ int main(int argc, char** argv) {
     const auto warmup = static_cast<int64_t>(s.warmup_ratio * static_cast<double>(total_steps));
     std::unique_ptr<optim::LRScheduler> schedule = warmup_linear_decay(optimizer, warmup, total_steps);
     examples::Forward forward = [&model](const Tensor& x) { return model(x); };
-    if (mode.kind == "budget") {
+    // budget and auto plan; under a memory limit, none measures the step for the error's advice.
+    if (mode.kind == "budget" || mode.kind == "auto" || (mode.kind == "none" && memory::limit(device))) {
       // Planned on a batch of the longest texts: shorter batches hold less under the same plan.
       // (Token 1 everywhere: drawing random ids would move the generator, and the run would drop
       // other activations than the plain run does.)
       Tensor sample = ones({config.batch_size, 2, s.max_length}, TensorOptions(kInt64).with_device(device));
+      mode.to_come = examples::bytes_to_come(optimizer, train, static_cast<int64_t>(sample.nbytes()), device);
       const examples::AmpScope autocast(config.amp, device);  // the step is profiled in its dtypes
       forward = examples::checkpointed_forward(examples::stacked(model), mode, sample);
     }
     examples::RunResult r = examples::fit(model, forward, optimizer, schedule.get(), train, val, config, "finetune_text");
-    const examples::Evaluation tested = examples::evaluate(model, test, device, config.amp);
+    const examples::Evaluation tested =
+        examples::evaluate(model, test, device, config.amp, memory::limit(device) ? config.batch_size : 0);
     std::printf("test: loss %.4f, accuracy %.4f (linear probe %.4f, majority class %.4f)\n", tested.loss,
                 tested.accuracy, probe, majority);
     std::printf("result test_acc=%.4f baseline_probe_acc=%.4f majority_acc=%.4f steps=%lld examples_per_s=%.2f "

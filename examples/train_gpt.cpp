@@ -86,7 +86,8 @@ void add_gpt_flags(CLI::App& app, Settings& s) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--prompt", s.prompt, "the text the sample continues")->capture_default_str();
-  app.add_option("--checkpoint", s.checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
+  app.add_option("--checkpoint", s.checkpoint, "none, blocks, sqrt, budget=MB or auto (from --memory-limit)")
+      ->capture_default_str();
   app.add_option("--attention", s.attention, "attention backend: auto (fused where it applies), math or fused "
                                              "(core/attention_backend.h)")
       ->check(CLI::IsMember({"auto", "math", "fused"}))
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
   app.get_option("--train-limit")->description("train on the first N windows only (0: all)");
   add_gpt_flags(app, s);
   return examples::run_main(app, argc, argv, "train_gpt", [&] {
-    const examples::CheckpointMode mode = examples::parse_checkpoint_mode(s.checkpoint, "train_gpt");
+    examples::CheckpointMode mode = examples::parse_checkpoint_mode(s.checkpoint, "train_gpt");
     set_attention_backend(s.attention == "math"    ? AttentionBackend::Math
                           : s.attention == "fused" ? AttentionBackend::Fused
                                                    : AttentionBackend::Auto);
@@ -262,6 +263,7 @@ int main(int argc, char** argv) {
 
     Tensor sample = randint(0, vocab.size(), {config.batch_size, s.model.context},
                             TensorOptions(kInt64).with_device(device));
+    mode.to_come = examples::bytes_to_come(optimizer, train, 2 * static_cast<int64_t>(sample.nbytes()), device);
     examples::Forward forward = [&] {
       const examples::AmpScope autocast(config.amp, device);  // budget=MB profiles the step in its dtypes
       return examples::checkpointed_forward(

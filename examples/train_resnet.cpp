@@ -33,9 +33,10 @@ int main(int argc, char** argv) {
       ->check(examples::kNonNegative)
       ->capture_default_str();
   app.add_option("--augment", augment, "random crops and flips")->capture_default_str();
-  app.add_option("--checkpoint", checkpoint, "none, blocks, sqrt or budget=MB")->capture_default_str();
+  app.add_option("--checkpoint", checkpoint, "none, blocks, sqrt, budget=MB or auto (from --memory-limit)")
+      ->capture_default_str();
   return examples::run_main(app, argc, argv, "train_resnet", [&] {
-    const examples::CheckpointMode mode = examples::parse_checkpoint_mode(checkpoint, "train_resnet");
+    examples::CheckpointMode mode = examples::parse_checkpoint_mode(checkpoint, "train_resnet");
     examples::DistributedTraining ranks(distributed, config, app);
     const Device device = examples::setup(config);
     examples::Loaders data = examples::fashion_mnist_loaders(config, augment);
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
                          optim::SGDOptions(config.lr).momentum(momentum).weight_decay(weight_decay));
     optim::CosineAnnealingLR schedule(optimizer, config.epochs * data.train->size());
     Tensor sample = randn({config.batch_size, 1, 28, 28}, TensorOptions(kFloat32).with_device(device));
+    mode.to_come = examples::bytes_to_come(optimizer, *data.train,
+                                           static_cast<int64_t>(sample.nbytes()) + config.batch_size * 8, device);
     examples::Forward forward = ranks.wrap(model, [&] {
       const examples::AmpScope autocast(config.amp, device);  // budget=MB profiles the step in its dtypes
       return examples::checkpointed_forward(

@@ -200,7 +200,8 @@ int64_t correct_targets(const Tensor& output, const Tensor& target) {
 }
 }  // namespace
 
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp) {
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp,
+                    int64_t max_rows) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -208,10 +209,15 @@ Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, 
   int64_t correct = 0, total = 0;
   double loss_sum = 0;
   for (data::Batch& b : loader) {
-    Tensor output = model(b.data.to(device)), target = b.target.to(device);
-    correct += correct_targets(output, target);
-    loss_sum += target_loss(output, target).item() * static_cast<double>(target.numel());
-    total += target.numel();
+    const int64_t rows = b.data.size(0);
+    const int64_t step = max_rows > 0 ? std::min(max_rows, rows) : rows;
+    for (int64_t first = 0; first < rows; first += step) {
+      const int64_t n = std::min(step, rows - first);
+      Tensor output = model(b.data.narrow(0, first, n).to(device)), target = b.target.narrow(0, first, n).to(device);
+      correct += correct_targets(output, target);
+      loss_sum += target_loss(output, target).item() * static_cast<double>(target.numel());
+      total += target.numel();
+    }
   }
   model.train(was_training);
   if (total == 0) return {};
@@ -246,13 +252,11 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     if (main) std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(), static_cast<long long>(done.epochs));
   }
 
+  // The metrics file is made when the first epoch ends, so a run that fails before (the memory wall
+  // in its first step) leaves no partial output; whether it can be written is checked now.
   const std::string csv_path = c.csv.empty() ? program + "_metrics.csv" : c.csv;
   std::ofstream csv;
-  if (main) {
-    csv.open(csv_path);
-    EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
-    csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
-  }
+  if (main) utils::check_can_save(csv_path, program);
 
   int64_t step_peak = 0;
   for (int epoch = static_cast<int>(done.epochs) + 1; epoch <= c.epochs; ++epoch) {
@@ -307,7 +311,9 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
       done.wall_seconds += seconds_since(epoch_start);
       continue;
     }
-    const Evaluation tested = evaluate(model, test, device, c.amp);
+    // Under a memory limit, the evaluation's forward takes the training batch's rows at a time: the
+    // training step was planned to fit with them (Note [Planning for a memory limit]).
+    const Evaluation tested = evaluate(model, test, device, c.amp, memory::limit(device) ? c.batch_size : 0);
     done.test_loss = tested.loss;
     done.test_acc = tested.accuracy;
     done.epochs = epoch;
@@ -320,6 +326,11 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
     row << epoch << ',' << loss_sum / static_cast<double>(seen) << ',' << static_cast<double>(correct) / static_cast<double>(seen)
         << ',' << done.test_loss << ',' << done.test_acc << ',' << optimizer.group_lr(0) << ',' << epoch_seconds << ','
         << static_cast<double>(seen) / epoch_seconds << ',' << done.peak_bytes << '\n';
+    if (!csv.is_open()) {
+      csv.open(csv_path);
+      EMBER_CHECK(csv, "[", program, "] cannot write '", csv_path, "'");
+      csv << "epoch,train_loss,train_acc,test_loss,test_acc,lr,seconds,targets_per_s,peak_bytes\n" << done.csv_rows;
+    }
     done.csv_rows += row.str();
     csv << row.str() << std::flush;
     done.wall_seconds += seconds_since(epoch_start);

@@ -145,11 +145,12 @@ RunResult fit(nn::Module& model, const Forward& forward, optim::Optimizer& optim
               data::DataLoader& train, data::DataLoader& test, const TrainConfig& config, const std::string& program);
 
 // Mean cross-entropy per target and top-1 accuracy of `model` (in eval mode, without autograd,
-// under --amp's autocast) over `loader`.
+// under --amp's autocast) over `loader`; with max_rows, at most that many rows of a batch at a time.
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
-Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp = "none");
+Evaluation evaluate(nn::Module& model, data::DataLoader& loader, Device device, const std::string& amp = "none",
+                    int64_t max_rows = 0);
 
 // "result test_acc=0.8853 epochs=10 wall_s=171.2 images_per_s=3512 peak_bytes=123456789 ... amp=none"
 std::string result_line(const RunResult& r, const std::string& extra = "");

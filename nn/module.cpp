@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "core/autograd/grad_mode.h"
+#include "core/memory_category.h"
 #include "nn/module_path.h"
 
 namespace ember::nn {
@@ -126,12 +127,14 @@ Tensor& Module::register_parameter(const std::string& name, Tensor value, bool r
   check_new_name(name);
   EMBER_CHECK(value.defined(), "[", this->name(), "] parameter '", name, "' is undefined");
   if (requires_grad) value.requires_grad_();
+  memory::tag(value, MemoryCategory::Parameters);  // Note [Memory by category]
   parameters_.emplace_back(name, std::move(value));
   return parameters_.back().second;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor value) {
   check_new_name(name);
+  memory::tag(value, MemoryCategory::Parameters);  // the model's state: Note [Memory by category]
   buffers_.emplace_back(name, std::move(value));
   return buffers_.back().second;
 }
@@ -245,6 +248,12 @@ void replace_data(const Tensor& dst, const Tensor& src) {
   d->offset = src.offset();
   d->dtype = src.dtype();
 }
+
+// A parameter or buffer that to() gave new memory, and its gradient: Note [Memory by category].
+void tag_moved(const Tensor& t) {
+  memory::tag(t, MemoryCategory::Parameters);
+  memory::tag(t.grad(), MemoryCategory::Gradients);
+}
 }  // namespace
 
 template <class Visit>
@@ -265,6 +274,7 @@ void Module::to(Device device) {
   visit_tensors(true, true, [&](Tensor& t) {
     replace_data(t, t.to(device));
     if (t.grad().defined()) replace_data(t.grad(), t.grad().to(device));
+    tag_moved(t);
   });
 }
 
@@ -275,6 +285,7 @@ void Module::to(DType dtype) {
     if (!is_floating(t.dtype())) return;
     replace_data(t, t.to(dtype));
     if (t.grad().defined()) replace_data(t.grad(), t.grad().to(dtype));
+    tag_moved(t);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/memory_category.h"
 #include "core/out_of_memory.h"
 #include "nn/module.h"
 
@@ -37,8 +38,19 @@ const std::string& path_of(size_t k) {
   return *call.path;
 }
 
-// OutOfMemoryError names the module a request came from (core cannot include nn).
-const bool registered_for_errors = (ember::detail::set_module_path_source(&current_module_path), true);
+// The owner of a tensor saved now: the outermost call's callee, or the outermost call itself.
+int saved_owner() {
+  if (calls.empty()) return -1;
+  const size_t k = calls.size() > 1 ? 1 : 0;
+  ModuleCall& call = calls[k];
+  if (!call.owner) call.owner = ember::detail::intern_owner(k == 0 ? "(model)" : path_of(k));
+  return *call.owner;
+}
+
+// OutOfMemoryError names the module a request came from, and memory by category the module that
+// saved a tensor (core cannot include nn).
+const bool registered_for_errors = (ember::detail::set_module_path_source(&current_module_path),
+                                    ember::detail::set_saved_owner_source(&saved_owner), true);
 
 }  // namespace
 
@@ -46,7 +58,7 @@ std::string current_module_path() { return calls.empty() ? "" : path_of(calls.si
 
 ModuleCalls module_calls() { return calls; }
 
-ModuleCallGuard::ModuleCallGuard(Module& module) { calls.push_back({&module, std::nullopt}); }
+ModuleCallGuard::ModuleCallGuard(Module& module) { calls.push_back({&module, std::nullopt, std::nullopt}); }
 ModuleCallGuard::~ModuleCallGuard() { calls.pop_back(); }
 
 ModuleCallsRestore::ModuleCallsRestore(ModuleCalls restored) : previous_(std::exchange(calls, std::move(restored))) {}

@@ -16,6 +16,10 @@
 // of one call (and of the calls inside it) cost no more walks. A module that its caller never
 // registered gets its type name in brackets ("(Linear)").
 //
+// The same stack says which top-level module saved a tensor for backward, for memory by
+// category (Note [Memory by category] in core/memory_category.h): the path of the call the
+// outermost one made ("blocks.3"), worked out once per call and kept with it.
+//
 // A checkpoint recomputes its function during backward, when the stack is that of backward: it
 // snapshots the calls under way in its forward and puts them back for the recompute
 // (ModuleCallsRestore), so the ops there see the forward's paths.
@@ -34,6 +38,7 @@ std::string current_module_path();
 struct ModuleCall {
   Module* module;
   std::optional<std::string> path;  // worked out when first asked
+  std::optional<int> owner;         // for the outermost call and its callees: Note [Memory by category]
 };
 using ModuleCalls = std::vector<ModuleCall>;
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/memory_category.h"
 #include "core/ops.h"
 
 namespace ember::optim {
@@ -56,10 +57,31 @@ Optimizer::Optimizer(std::string name, std::vector<std::vector<Tensor>> groups, 
       // Listed twice, a parameter would be updated twice per step.
       EMBER_CHECK(seen.insert(p.impl()).second, "[", name_, "] parameter ", index, " (group ", g,
                   ") appears more than once in the parameter list");
+      // The optimizer knows its parameters even where no module registered them: Note [Memory by
+      // category].
+      memory::tag(p, MemoryCategory::Parameters);
       ++index;
     }
   }
   state_.resize(index);
+}
+
+int64_t Optimizer::full_state_bytes(Device device) const {
+  int64_t bytes = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const HyperParams hyper = hyper_params(g);
+    for (const Tensor& p : groups_[g]) {
+      if (!p.requires_grad()) continue;
+      for (const StateSpec& spec : state_specs_) {
+        if (!spec.needed_when.empty() && hyper.at(spec.needed_when) == 0.0) continue;
+        const bool like_param = spec.kind == StateKind::LikeParam;
+        if ((like_param ? p.device() : kCPU) != device) continue;
+        bytes += like_param ? p.numel() * static_cast<int64_t>(element_size(state_dtype(p)))
+                            : static_cast<int64_t>(element_size(kInt64));
+      }
+    }
+  }
+  return bytes;
 }
 
 const StateSpec* Optimizer::spec_of(const std::string& name) const {
@@ -265,9 +287,11 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   // Second pass: own copies, on the parameters' devices.
   for (size_t i = 0; i < next.size(); ++i) {
     const Tensor& p = param(i);
-    for (auto& [name, value] : next[i])
+    for (auto& [name, value] : next[i]) {
       value = spec_of(name)->kind == StateKind::LikeParam ? value.to(p.device()).to(state_dtype(p)).clone()
                                                           : value.to(kCPU).to(kInt64).clone();
+      memory::tag(value, MemoryCategory::OptimizerState);
+    }
   }
   state_ = std::move(next);
 }

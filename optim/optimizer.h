@@ -109,6 +109,10 @@ class Optimizer {
   // this optimizer lacks, over the parameters that require grad: after a resume from a run that
   // took steps, a non-empty list means the dict lost a parameter's state.
   std::vector<std::string> missing_state_keys() const;
+  // The bytes this optimizer's state holds on `device` once every parameter that requires grad
+  // has stepped, with the hyper-parameters as they are now: what a memory plan made before the
+  // first step must leave room for (utils/limit_plan.h).
+  int64_t full_state_bytes(Device device) const;
 
  protected:
   using ParamState = std::map<std::string, Tensor>;

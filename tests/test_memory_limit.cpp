@@ -189,3 +189,26 @@ TEST(MemoryLimitEnvironment, SetsTheLimitOrFailsByName) {
 }
 
 }  // namespace
+
+// What ember holds outside the allocator's blocks (CUDA's pinned staging buffers) counts against
+// the limit; a private allocator of the CPU, so that the process's own keeps its statistics.
+TEST(MemoryLimit, BytesHeldOutsideTheBlocksCountAgainstTheLimit) {
+  struct Plain final : Allocator {
+    Plain() : Allocator(kCPU) {}
+    ~Plain() override { release_cache_locked(); }
+    void* system_alloc(size_t nbytes) override { return std::malloc(nbytes); }
+    void system_free(void* ptr) override { std::free(ptr); }
+  } allocator;
+  const int64_t limit = memory::stats().live_bytes + 4 * kMiB;
+  memory::set_limit(kCPU, limit);
+  void* block = allocator.allocate(kMiB);
+  allocator.deallocate(block, kMiB);  // cached: 1 MiB reserved, none live
+  EXPECT_TRUE(allocator.hold_outside_blocks(static_cast<size_t>(limit - 2 * kMiB)));
+  EXPECT_EQ(allocator.stats().reserved_bytes, limit - kMiB);
+  EXPECT_TRUE(allocator.hold_outside_blocks(2 * kMiB));  // the cache goes to make room
+  EXPECT_EQ(allocator.stats().reserved_bytes, limit);
+  EXPECT_FALSE(allocator.hold_outside_blocks(1));
+  EXPECT_EQ(allocator.stats().reserved_bytes, limit);
+  expect_error([&] { allocator.allocate(512); }, "does not fit under the limit");
+  memory::clear_limit(kCPU);
+}

@@ -23,6 +23,7 @@
 #include "core/autograd/hooks.h"
 #include "core/autograd/node.h"
 #include "core/autograd/op_label.h"
+#include "core/memory_category.h"
 #include "core/ops.h"
 #include "core/scoped_value.h"
 
@@ -107,6 +108,7 @@ void accumulate_grad(TensorImpl& t, Tensor&& g) {
   if (!t.grad.defined()) t.grad = held_only_here(g) ? std::move(g) : g.clone();
   else if (held_only_here(t.grad)) t.grad.add_(g);
   else t.grad = t.grad + g;
+  memory::tag(t.grad, MemoryCategory::Gradients);  // Note [Memory by category]
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/memory_category.h"
 
 namespace ember::autograd {
 
@@ -40,6 +41,7 @@ SavedTensor::SavedTensor(const Tensor& t, std::string op_name) : op_name_(std::m
     packing_op = outer;
   } else {
     data_ = t.detach();
+    detail::tag_saved(data_);
   }
 }
 
