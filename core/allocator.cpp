@@ -59,7 +59,7 @@ void* Allocator::allocate(size_t nbytes) {
   ++stats_.alloc_count;
   ++stats_.live_count;
   stats_.live_bytes += static_cast<int64_t>(nbytes);
-  category_bytes_[static_cast<size_t>(MemoryCategory::Other)] += static_cast<int64_t>(nbytes);
+  count_locked(Tag{}, static_cast<int64_t>(nbytes));
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
   if (observer_) observer_(static_cast<int64_t>(nbytes), stats_.live_bytes);
   return ptr;
@@ -75,29 +75,24 @@ void Allocator::deallocate(void* ptr, size_t nbytes, Tag tag) {
   block_class_.erase(it);
   --stats_.live_count;
   stats_.live_bytes -= static_cast<int64_t>(nbytes);
-  Tag none;
-  retag_locked(static_cast<int64_t>(nbytes), tag, none);
-  category_bytes_[static_cast<size_t>(MemoryCategory::Other)] -= static_cast<int64_t>(nbytes);
+  count_locked(tag, -static_cast<int64_t>(nbytes));
   if (observer_) observer_(-static_cast<int64_t>(nbytes), stats_.live_bytes);
 }
 
 void Allocator::retag(size_t nbytes, Tag& tag, Tag to, bool only_from_other) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (only_from_other && tag.category != MemoryCategory::Other) return;
-  retag_locked(static_cast<int64_t>(nbytes), tag, to);
+  count_locked(tag, -static_cast<int64_t>(nbytes));
+  count_locked(to, static_cast<int64_t>(nbytes));
+  tag = to;
 }
 
-void Allocator::retag_locked(int64_t nbytes, Tag& tag, Tag to) {
-  const auto saved_slot = [this](int owner) -> int64_t& {
-    const size_t slot = static_cast<size_t>(owner + 1);
-    if (slot >= saved_by_owner_.size()) saved_by_owner_.resize(slot + 1, 0);
-    return saved_by_owner_[slot];
-  };
-  category_bytes_[static_cast<size_t>(tag.category)] -= nbytes;
-  if (tag.category == MemoryCategory::SavedForBackward) saved_slot(tag.owner) -= nbytes;
-  category_bytes_[static_cast<size_t>(to.category)] += nbytes;
-  if (to.category == MemoryCategory::SavedForBackward) saved_slot(to.owner) += nbytes;
-  tag = to;
+void Allocator::count_locked(Tag tag, int64_t delta) {
+  category_bytes_[static_cast<size_t>(tag.category)] += delta;
+  if (tag.category != MemoryCategory::SavedForBackward) return;
+  const size_t slot = static_cast<size_t>(tag.owner + 1);
+  if (slot >= saved_by_owner_.size()) saved_by_owner_.resize(slot + 1, 0);
+  saved_by_owner_[slot] += delta;
 }
 
 memory::LiveByCategory Allocator::live_by_category() const {

@@ -89,7 +89,7 @@ class Allocator {
   // Release every cached block; a backend's destructor calls this while it can still free.
   void release_cache_locked();
   memory::LiveByCategory live_by_category_locked() const;
-  void retag_locked(int64_t nbytes, Tag& tag, Tag to);
+  void count_locked(Tag tag, int64_t delta);             // live bytes by category: Note [Memory by category]
   bool fits_locked(int64_t limit, size_t nbytes) const;  // under `limit` (0: none) with nbytes more reserved
   virtual void* system_alloc(size_t nbytes) = 0;  // nullptr when out of memory
   virtual void system_free(void* ptr) = 0;

@@ -171,29 +171,25 @@ std::string limit_advice(const StackedModel& parts, const StepBudget& step, cons
   if (budget >= step.plain_step_peak) return "";
   const std::string smallest_limit = memory::format_bytes(under.limit_for(step.smallest()));
   if (budget >= step.smallest())
-    return detail::concat("advice: checkpointing fits this training step under the limit: --checkpoint auto plans "
-                          "for the ",
-                          memory::format_bytes(budget),
-                          " it leaves a step, and any --checkpoint budget=MB "
-                          "from ",
-                          mib(step.smallest(), /*up=*/true), " to ", mib(budget, /*up=*/false),
-                          " fits (a plain step needs ", memory::format_bytes(step.plain_step_peak), ")");
+    return detail::concat(
+        "advice: checkpointing fits this training step under the limit: --checkpoint auto plans for the ",
+        memory::format_bytes(budget), " it leaves a step, and any --checkpoint budget=MB from ",
+        mib(step.smallest(), /*up=*/true), " to ", mib(budget, /*up=*/false), " fits (a plain step needs ",
+        memory::format_bytes(step.plain_step_peak), ")");
   const int64_t batch = sample.size(0);
   const auto fits = [&](int64_t b) { return measured_step(parts, sample.narrow(0, 0, b)).smallest() <= budget; };
   int64_t good = batch / 2;
   while (good > 0 && !fits(good)) good /= 2;
   if (good == 0)
-    return detail::concat("advice: no checkpointing fits even a batch of 1 under the limit; the smallest limit for "
-                          "this batch of ",
-                          batch, " is ", smallest_limit);
+    return detail::concat("advice: no checkpointing fits even a batch of 1 under the limit; the smallest limit for ",
+                          "this batch of ", batch, " is ", smallest_limit);
   for (int64_t bad = std::min(2 * good, batch); bad - good > 1;) {
     const int64_t mid = good + (bad - good) / 2;
     (fits(mid) ? good : bad) = mid;
   }
-  return detail::concat("advice: no checkpointing fits a batch of ", batch,
-                        " under the limit (the smallest limit "
-                        "that would is ",
-                        smallest_limit, "); --checkpoint auto fits a batch of ", good, " (--batch-size ", good, ")");
+  return detail::concat("advice: no checkpointing fits a batch of ", batch, " under the limit (the smallest limit ",
+                        "that would is ", smallest_limit, "); --checkpoint auto fits a batch of ", good,
+                        " (--batch-size ", good, ")");
 }
 
 // auto (Note [Planning for a memory limit] in utils/limit_plan.cpp).
@@ -218,12 +214,8 @@ Forward auto_forward(const StackedModel& parts, const CheckpointMode& mode, cons
   }
   if (budget < step.smallest()) {
     const std::string advice = limit_advice(parts, step, *under, sample);
-    EMBER_FAIL("[checkpoint auto] no checkpointing fits a training step under the limit of ",
-               memory::format_bytes(under->limit), " on ", device.str(), ": it leaves the step ",
-               memory::format_bytes(std::max<int64_t>(budget, 0)), ", and the least a step needs is ",
-               memory::format_bytes(step.smallest()), "; the smallest limit that would work is ",
-               memory::format_bytes(under->limit_for(step.smallest())), " (", under->limit_for(step.smallest()),
-               " bytes)", advice.empty() ? "" : "\n  " + advice);
+    EMBER_FAIL("[checkpoint auto] no checkpointing fits a training step ", under->shortfall(device, step.smallest()),
+               advice.empty() ? "" : "\n  " + advice);
   }
   return planned_forward(parts, step, budget, sample, options);
 }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/allocator.h"
@@ -28,6 +29,7 @@
 #include "optim/adamw.h"
 #include "test_helpers.h"
 #include "utils/limit_plan.h"
+#include "utils/planner.h"
 
 using namespace ember;
 using testutil::values;
@@ -43,7 +45,25 @@ struct Trial {
 };
 using MakeTrial = std::function<Trial()>;
 
-Trial gpt_trial() {
+// The trial of a model with stem_forward, blocks and head_forward (the GPT, ResNet20), made after
+// manual_seed(9), trained with AdamW.
+template <class Model, class... Args>
+Trial trial_of(Tensor x, Tensor y, Args&&... args) {
+  Trial s;
+  s.x = std::move(x);
+  s.y = std::move(y);
+  manual_seed(9);
+  auto model = std::make_unique<Model>(std::forward<Args>(args)...);
+  Model& m = *model;
+  s.parts = std::make_unique<examples::StackedModel>(
+      examples::StackedModel{m, m.blocks, [&m](const Tensor& in) { return m.stem_forward(in); },
+                             [&m](const Tensor& h) { return m.head_forward(h); }});
+  s.optimizer = std::make_unique<optim::AdamW>(m.parameters(), optim::AdamWOptions(1e-3));
+  s.model = std::move(model);
+  return s;
+}
+
+examples::GPTConfig gpt_config() {
   examples::GPTConfig c;
   c.vocab_size = 40;
   c.context = 64;
@@ -51,35 +71,19 @@ Trial gpt_trial() {
   c.num_heads = 2;
   c.num_layers = 12;
   c.dropout = 0.1;
-  Trial s;
+  return c;
+}
+
+Trial gpt_trial() {
   manual_seed(4);
-  s.x = randint(0, 40, {16, 64});
-  s.y = randint(0, 40, {16, 64});
-  manual_seed(9);
-  auto model = std::make_unique<examples::GPT>(c);
-  examples::GPT& gpt = *model;
-  s.parts = std::make_unique<examples::StackedModel>(
-      examples::StackedModel{gpt, gpt.blocks, [&gpt](const Tensor& ids) { return gpt.stem_forward(ids); },
-                             [&gpt](const Tensor& h) { return gpt.head_forward(h); }});
-  s.optimizer = std::make_unique<optim::AdamW>(gpt.parameters(), optim::AdamWOptions(1e-3));
-  s.model = std::move(model);
-  return s;
+  Tensor x = randint(0, 40, {16, 64}), y = randint(0, 40, {16, 64});
+  return trial_of<examples::GPT>(std::move(x), std::move(y), gpt_config());
 }
 
 Trial resnet_trial() {
-  Trial s;
   manual_seed(4);
-  s.x = randn({32, 1, 28, 28});
-  s.y = randint(0, 10, {32});
-  manual_seed(9);
-  auto model = std::make_unique<examples::ResNet20>();
-  examples::ResNet20& net = *model;
-  s.parts = std::make_unique<examples::StackedModel>(
-      examples::StackedModel{net, net.blocks, [&net](const Tensor& in) { return net.stem_forward(in); },
-                             [&net](const Tensor& h) { return net.head_forward(h); }});
-  s.optimizer = std::make_unique<optim::AdamW>(net.parameters(), optim::AdamWOptions(1e-3));
-  s.model = std::move(model);
-  return s;
+  Tensor x = randn({32, 1, 28, 28}), y = randint(0, 10, {32});
+  return trial_of<examples::ResNet20>(std::move(x), std::move(y));
 }
 
 struct StepResult {
@@ -227,6 +231,55 @@ TEST(LimitPlan, ALimitNoPlanMeetsIsRefusedBeforeTheStepNamingOneThatWorks) {
   const examples::Forward forward = examples::checkpointed_forward(*s.parts, auto_mode(s), s.x);
   train_step(s, forward);
   EXPECT_LE(memory::stats().reserved_bytes, smallest_limit);
+}
+
+// utils::plan_for_limit on the GPT's blocks alone, which bounds what the chain adds above its
+// input: no limit, no checkpointing; a limit between the smallest plan and a plain step, a plan that
+// runs under it within its prediction; a limit below the smallest plan, refused, naming the limit
+// that works.
+TEST(LimitPlan, PlanForLimitFitsTheChainOrNamesTheLimitThatWould) {
+  Trial s = gpt_trial();
+  examples::GPT& gpt = static_cast<examples::GPT&>(*s.model);
+  const utils::LayerChain chain(gpt.blocks);
+  const Tensor h = gpt.stem_forward(s.x).detach().requires_grad_();
+  const utils::SelectivePlan plain = utils::plan_for_limit(chain, h);
+  ASSERT_EQ(plain.segments.segments.size(), 1u);
+  EXPECT_FALSE(plain.segments.segments[0].checkpointed);
+  const int64_t smallest = utils::min_feasible_budget(utils::profile_layers(chain, h));
+  ASSERT_LT(smallest, plain.predicted_peak_bytes);
+
+  memory::empty_cache();
+  const int64_t live = memory::stats().live_bytes;
+  const int64_t budget = (smallest + plain.predicted_peak_bytes) / 2;
+  {
+    const LimitGuard guard(utils::LimitBudget{0, live, 0}.limit_for(budget));
+    const utils::SelectivePlan plan = utils::plan_for_limit(chain, h);
+    EXPECT_LE(plan.predicted_peak_bytes, budget + 1);  // limit_for rounds the limit up
+    bool checkpointed = false;
+    for (const auto& segment : plan.segments.segments) checkpointed |= segment.checkpointed;
+    EXPECT_TRUE(checkpointed) << plan.str();
+    memory::reset_peak();
+    Tensor out = utils::run_plan(chain, plan, h);
+    out.backward(ones(out.shape()));
+    EXPECT_LE(memory::stats().peak_bytes - live, plan.predicted_peak_bytes);
+  }
+
+  int64_t smallest_limit = 0;
+  {
+    const LimitGuard guard(live + smallest / 2);
+    try {
+      utils::plan_for_limit(chain, h);
+      ADD_FAILURE() << "a limit below the smallest plan was expected to be refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[plan_for_limit] no checkpointing fits a step under the limit of"),
+                std::string::npos)
+          << e.what();
+      smallest_limit = bytes_after(e.what(), "the smallest limit that would work is ");
+    }
+  }
+  ASSERT_GT(smallest_limit, 0);
+  const LimitGuard guard(smallest_limit);
+  EXPECT_NO_THROW(utils::plan_for_limit(chain, h));
 }
 
 TEST(LimitPlan, APlainStepUnderALimitFailsWithTheAdviceAndThenTrainsWithIt) {

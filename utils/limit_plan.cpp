@@ -18,6 +18,8 @@
 // cannot hold a plain step at all, profile with a smaller batch.
 #include "utils/limit_plan.h"
 
+#include <algorithm>
+
 #include "core/allocator.h"
 #include "core/check.h"
 #include "core/memory_limit.h"
@@ -32,6 +34,14 @@ constexpr int64_t kHeadroomShare = 16;  // the headroom is limit / kHeadroomShar
 int64_t LimitBudget::limit_for(int64_t budget) const {
   const int64_t needed = held + budget;
   return (needed * kHeadroomShare + kHeadroomShare - 2) / (kHeadroomShare - 1);
+}
+
+std::string LimitBudget::shortfall(Device device, int64_t least) const {
+  return ember::detail::concat("under the limit of ", memory::format_bytes(limit), " on ", device.str(),
+                               ": it leaves the step ", memory::format_bytes(std::max<int64_t>(step_budget(), 0)),
+                               ", and the least a step needs is ", memory::format_bytes(least),
+                               "; the smallest limit that would work is ", memory::format_bytes(limit_for(least)), " (",
+                               limit_for(least), " bytes)");
 }
 
 std::optional<LimitBudget> budget_under_limit(Device device, int64_t to_come) {
@@ -66,11 +76,8 @@ SelectivePlan plan_for_limit(const LayerChain& chain, const Tensor& sample, int6
   plain.ops.resize(1);
   if (!under || under->step_budget() >= plain.predicted_peak_bytes) return plain;
   const int64_t smallest = min_feasible_budget(profile);
-  EMBER_CHECK(under->step_budget() >= smallest, "[plan_for_limit] no checkpointing fits a step under the limit of ",
-              memory::format_bytes(under->limit), " on ", device.str(), ": the step holds ",
-              memory::format_bytes(under->held), " whatever it checkpoints and needs at least ",
-              memory::format_bytes(smallest), " more; the smallest limit that would work is ",
-              memory::format_bytes(under->limit_for(smallest)), " (", under->limit_for(smallest), " bytes)");
+  EMBER_CHECK(under->step_budget() >= smallest, "[plan_for_limit] no checkpointing fits a step ",
+              under->shortfall(device, smallest));
   SelectivePlan plan;
   with_limit_lifted(device, [&] { plan = plan_selective(chain, profile, sample, under->step_budget()); });
   return plan;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "core/device.h"
 #include "utils/layer_chain.h"
@@ -21,6 +22,10 @@ struct LimitBudget {
   int64_t step_budget() const { return limit - held - headroom; }
   // The smallest limit that leaves a step budget of `budget` with the same held bytes.
   int64_t limit_for(int64_t budget) const;
+  // Why a step that needs at least `least` does not fit, for an error: "under the limit of 64.00 MiB
+  // on cpu: it leaves the step 2.00 MiB, and the least a step needs is 3.00 MiB; the smallest limit
+  // that would work is 65.07 MiB (68228710 bytes)".
+  std::string shortfall(Device device, int64_t least) const;
 };
 
 // The budget under the device's limit, nullopt without one. `to_come`: bytes the step will hold

@@ -105,9 +105,11 @@ bool sole_tensor_on_its_memory(const Tensor& t) {
 bool gradient_is_reusable(const Tensor& g) { return g.defined() && !g.requires_grad() && held_only_here(g); }
 
 void accumulate_grad(TensorImpl& t, Tensor&& g) {
-  if (!t.grad.defined()) t.grad = held_only_here(g) ? std::move(g) : g.clone();
-  else if (held_only_here(t.grad)) t.grad.add_(g);
-  else t.grad = t.grad + g;
+  if (t.grad.defined() && held_only_here(t.grad)) {
+    t.grad.add_(g);  // in place: its storage is tagged already
+    return;
+  }
+  t.grad = !t.grad.defined() ? (held_only_here(g) ? std::move(g) : g.clone()) : t.grad + g;
   memory::tag(t.grad, MemoryCategory::Gradients);  // Note [Memory by category]
 }
 
