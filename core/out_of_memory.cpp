@@ -13,11 +13,11 @@ namespace {
 std::atomic<std::string (*)()> module_path_source{nullptr};
 
 std::string phase_now() {
-  if (autograd::is_recomputing()) return "recompute of a checkpointed region";
+  if (autograd::is_recomputing()) return memory::kRecomputePhase;
   if (const char* phase = memory::current_phase()) return phase;
   const autograd::OpLabel label = autograd::current_op_label();
-  if (label.backward) return "backward";
-  return label.op ? "forward" : "";
+  if (label.backward) return memory::kBackwardPhase;
+  return label.op ? memory::kForwardPhase : "";
 }
 
 }  // namespace
