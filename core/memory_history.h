@@ -7,7 +7,7 @@
 // the live bytes after it, and the op, module and phase that made it (as the error names them).
 // A request the allocator refuses is recorded too, marked failed, just before the error is thrown,
 // so the history still holds it after the throw; utils::write_memory_snapshot writes it as JSON
-// and draws it.
+// and draws it (docs/memory.md, "Reading a memory snapshot").
 //
 // Each device keeps its last max_events events in a ring buffer: a long run's history costs a
 // bounded amount of memory, and what is kept is what led to the failure. The frees that follow a

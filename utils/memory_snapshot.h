@@ -1,7 +1,7 @@
 #pragma once
 // A memory snapshot: a device's memory history (Note [Memory history] in core/memory_history.h)
 // written as JSON and drawn as an SVG, so that a program that met the memory wall leaves behind
-// how memory got there.
+// how memory got there. docs/memory.md, "Reading a memory snapshot", explains both files.
 #include <string>
 
 #include "core/device.h"
