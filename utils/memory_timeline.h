@@ -50,8 +50,8 @@ struct RefusedRequest {
 struct TimelineSeries {
   std::string label;  // "no checkpointing", "4 segments", ...
   std::vector<MemoryEvent> events;
-  std::optional<RefusedRequest> refused;
-  int64_t limit_bytes = 0;  // the device's memory limit (Note [Memory limits]); 0: none
+  std::optional<RefusedRequest> refused = std::nullopt;  // none: nothing failed
+  int64_t limit_bytes = 0;                               // the device's memory limit (Note [Memory limits]); 0: none
 };
 
 // One panel per series, sharing the byte axis: live bytes over time, the backward on a tinted
