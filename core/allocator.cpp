@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/memory_history.h"
 #include "core/memory_limit.h"
 #include "core/out_of_memory.h"
 
@@ -49,7 +50,9 @@ void* Allocator::allocate(size_t nbytes) {
       facts.live_bytes = stats_.live_bytes;
       facts.reserved_bytes = stats_.reserved_bytes;
       facts.held = live_by_category_locked();
+      facts.advice = memory::out_of_memory_advice(device_);
       OutOfMemoryError::describe_request(facts);
+      if (detail::history_on()) detail::record_failed_request(facts);  // Note [Memory history]
       throw OutOfMemoryError(std::move(facts), __FILE__, __LINE__);
     }
     ++stats_.system_allocs;
@@ -62,6 +65,7 @@ void* Allocator::allocate(size_t nbytes) {
   count_locked(Tag{}, static_cast<int64_t>(nbytes));
   if (stats_.live_bytes > stats_.peak_bytes) stats_.peak_bytes = stats_.live_bytes;
   if (observer_) observer_(static_cast<int64_t>(nbytes), stats_.live_bytes);
+  if (detail::history_on()) detail::record_history_event(device_, static_cast<int64_t>(nbytes), stats_.live_bytes);
   return ptr;
 }
 
@@ -77,6 +81,7 @@ void Allocator::deallocate(void* ptr, size_t nbytes, Tag tag) {
   stats_.live_bytes -= static_cast<int64_t>(nbytes);
   count_locked(tag, -static_cast<int64_t>(nbytes));
   if (observer_) observer_(-static_cast<int64_t>(nbytes), stats_.live_bytes);
+  if (detail::history_on()) detail::record_history_event(device_, -static_cast<int64_t>(nbytes), stats_.live_bytes);
 }
 
 void Allocator::retag(size_t nbytes, Tag& tag, Tag to, bool only_from_other) {

@@ -14,6 +14,12 @@ inline thread_local const char* phase = nullptr;
 
 inline const char* current_phase() { return detail::phase; }
 
+// The phases the autograd state tells apart by itself, as OutOfMemoryError names them; the memory
+// snapshot (utils/memory_snapshot.h) draws the last two.
+inline constexpr char kForwardPhase[] = "forward";
+inline constexpr char kBackwardPhase[] = "backward";
+inline constexpr char kRecomputePhase[] = "recompute of a checkpointed region";
+
 class PhaseGuard : ScopedValue<const char*> {
  public:
   explicit PhaseGuard(const char* phase) : ScopedValue(detail::phase, phase) {}

@@ -26,11 +26,11 @@ Advice& advice() {
 std::pair<int, int> key(Device device) { return {static_cast<int>(device.type), device.index}; }
 
 std::string phase_now() {
-  if (autograd::is_recomputing()) return "recompute of a checkpointed region";
+  if (autograd::is_recomputing()) return memory::kRecomputePhase;
   if (const char* phase = memory::current_phase()) return phase;
   const autograd::OpLabel label = autograd::current_op_label();
-  if (label.backward) return "backward";
-  return label.op ? "forward" : "";
+  if (label.backward) return memory::kBackwardPhase;
+  return label.op ? memory::kForwardPhase : "";
 }
 
 }  // namespace
@@ -63,7 +63,6 @@ void OutOfMemoryError::describe_request(Facts& facts) {
   std::string (*module_path)() = module_path_source.load();
   facts.module = module_path ? module_path() : "";
   facts.phase = phase_now();
-  facts.advice = memory::out_of_memory_advice(facts.device);
 }
 
 std::string OutOfMemoryError::describe(const Facts& f) {

@@ -14,18 +14,37 @@
 #include "core/allocator.h"
 #include "core/autograd/grad_mode.h"
 #include "core/generator.h"
+#include "core/memory_history.h"
 #include "core/memory_limit.h"
+#include "core/out_of_memory.h"
 #include "data/idx.h"
 #include "data/subset.h"
 #include "examples/training_checkpoint.h"
 #include "serialize/safetensors.h"
 #include "utils/atomic_file.h"
+#include "utils/memory_snapshot.h"
 
 namespace ember::examples {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --memory-snapshot's folder: setup() keeps it for run_main, which sees the error but no config.
+std::string memory_snapshot_dir;
+
+// The memory snapshot of the device that refused `error`'s request, when --memory-snapshot asked.
+void write_memory_snapshot_of(const OutOfMemoryError& error, const std::string& program) {
+  if (memory_snapshot_dir.empty()) return;
+  try {
+    const utils::MemorySnapshotFiles files =
+        utils::write_memory_snapshot(memory_snapshot_dir, error.facts().device, error.what());
+    std::fprintf(stderr, "memory snapshot: %s, %s\n", files.json.c_str(), files.svg.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: no memory snapshot: %s\n", program.c_str(), e.what());
+  }
+}
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // One line per epoch, redrawn in place on a terminal; in a log, a line every tenth of the epoch.
@@ -99,6 +118,8 @@ int run_main(CLI::App& app, int argc, char** argv, const std::string& program, c
     return app.exit(e);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), e.what());
+    if (const auto* out_of_memory = dynamic_cast<const OutOfMemoryError*>(&e))
+      write_memory_snapshot_of(*out_of_memory, program);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
   } catch (...) {
@@ -149,6 +170,9 @@ void add_common_flags(CLI::App& app, TrainConfig& c) {
       ->capture_default_str();
   app.add_option("--memory-limit", c.memory_limit,
                  "a limit on the training device's memory: bytes with B, KB, MB, GB, KiB, MiB or GiB, or a % of it");
+  app.add_option(
+      "--memory-snapshot", c.memory_snapshot,
+      "record the allocator's history and, on running out of memory, write it to this folder as JSON and SVG");
 }
 
 AmpScope::AmpScope(const std::string& amp, Device device) {
@@ -167,6 +191,10 @@ Device setup(const TrainConfig& c) {
   if (!c.memory_limit.empty())
     memory::set_limit(device,
                       memory::parse_bytes(c.memory_limit, memory::device_memory_bytes(device), "--memory-limit"));
+  if (!c.memory_snapshot.empty()) {
+    memory::record_history(true);
+    memory_snapshot_dir = c.memory_snapshot;
+  }
   return device;
 }
 

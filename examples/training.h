@@ -38,6 +38,9 @@ struct TrainConfig {
   // --memory-limit: a limit on the training device's memory (Note [Memory limits]), in
   // EMBER_MEMORY_LIMIT's sizes ("2GiB", "50%"); empty: none beyond the environment's.
   std::string memory_limit;
+  // --memory-snapshot: a folder for the memory snapshot (utils/memory_snapshot.h) of a run that
+  // stops with an OutOfMemoryError; setup() records the memory history for it. Empty: none.
+  std::string memory_snapshot;
   // What fit()'s evaluation loader holds, for its output: "validation" where a program keeps its
   // test set apart until the end (finetune_text).
   std::string eval_set = "test";
@@ -63,6 +66,8 @@ double median(std::vector<double> values);
 // Parses the command line into `app` and runs `body`. Every failure ends the same way: a
 // message on stderr and a non-zero exit code, never std::terminate — CLI11's own errors (and
 // --help) as CLI11 prints them, an ember::Error or any other exception as "program: message".
+// After an OutOfMemoryError, with --memory-snapshot given to setup(), it also writes the memory
+// snapshot of the device that refused the request and says where on stderr.
 int run_main(CLI::App& app, int argc, char** argv, const std::string& program, const std::function<void()>& body);
 
 // Note [OpenMP wait policy]
@@ -76,7 +81,7 @@ int run_main(CLI::App& app, int argc, char** argv, const std::string& program, c
 void ensure_passive_openmp_wait(char** argv);
 
 // --epochs --batch-size --lr --threads --device --data --save --seed --csv --workers --train-limit
-// --save-every --checkpoint-path --resume --amp
+// --save-every --checkpoint-path --resume --amp --memory-limit --memory-snapshot
 void add_common_flags(CLI::App& app, TrainConfig& config);
 
 // Note [Mixed-precision training steps]
@@ -96,7 +101,8 @@ class AmpScope {
 };
 // The GradScaler of a run under --amp: enabled for fp16 only.
 optim::GradScalerOptions amp_scaler_options(const std::string& amp);
-// Applies --threads and --seed; returns the device.
+// Applies --threads, --seed, --memory-limit and --memory-snapshot (which run_main writes); returns
+// the device.
 Device setup(const TrainConfig& config);
 
 // Fashion-MNIST loaders: the training set (shuffled with config.seed, its first
