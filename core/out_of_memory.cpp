@@ -53,6 +53,13 @@ std::string out_of_memory_advice(Device device) {
 
 }  // namespace memory
 
+std::string request_site(const std::string& op, const std::string& module, const std::string& phase) {
+  std::string details = phase;
+  if (!module.empty()) details += detail::concat(details.empty() ? "" : ", ", "module '", module, "'");
+  if (details.empty()) return op;
+  return op.empty() ? "(" + details + ")" : op + " (" + details + ")";
+}
+
 namespace detail {
 void set_module_path_source(std::string (*source)()) { module_path_source = source; }
 }  // namespace detail
@@ -68,10 +75,8 @@ void OutOfMemoryError::describe_request(Facts& facts) {
 std::string OutOfMemoryError::describe(const Facts& f) {
   using memory::format_bytes;
   // Where: "in matmul (backward, module 'blocks.3.mlp.fc1')", as much of it as is known.
-  std::string where = f.op.empty() ? "" : " in " + f.op;
-  std::string details = f.phase;
-  if (!f.module.empty()) details += detail::concat(details.empty() ? "" : ", ", "module '", f.module, "'");
-  if (!details.empty()) where += " (" + details + ")";
+  const std::string site = request_site(f.op, f.module, f.phase);
+  const std::string where = site.empty() ? "" : (f.op.empty() ? " " : " in ") + site;
   const std::string held =
       detail::concat(format_bytes(f.live_bytes), " held by tensors, ", format_bytes(f.reserved_bytes),
                      " by the allocator with its cache given back");

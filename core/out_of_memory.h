@@ -42,6 +42,10 @@ class OutOfMemoryError : public Error {
   Facts facts_;
 };
 
+// Where a request came from, as an OutOfMemoryError and the memory snapshot name it: "matmul
+// (backward, module 'blocks.3.mlp')", as much of it as is known; "(data loading)" without an op.
+std::string request_site(const std::string& op, const std::string& module, const std::string& phase);
+
 namespace memory {
 // What an OutOfMemoryError on `device` advises, from now on (a training program that planned its
 // step says which checkpointing or batch would fit: utils/limit_plan.h); "" removes it.

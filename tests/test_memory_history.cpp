@@ -23,10 +23,12 @@
 #include "nn/module.h"
 #include "test_helpers.h"
 #include "tests/temp_dir.h"
+#include "tests/two_layers.h"
 #include "utils/memory_snapshot.h"
 
 using namespace ember;
 using testutil::expect_error;
+using testutil::TwoLayers;
 
 namespace {
 
@@ -52,16 +54,6 @@ std::string read_file(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
-
-// fc2's output, [256, 4096] floats, is 4 MiB; fc1's and the relu's are 64 KiB each.
-struct TwoLayers : nn::Module {
-  nn::Linear fc1{64, 64}, fc2{64, 4096};
-  TwoLayers() {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
-};
 
 TEST_F(MemoryHistory, OffRecordsNothing) {
   memory::record_history(true);

@@ -22,10 +22,12 @@
 #include "optim/adam.h"
 #include "test_helpers.h"
 #include "tests/memory_limit_check.h"
+#include "tests/two_layers.h"
 #include "utils/checkpoint.h"
 
 using namespace ember;
 using testutil::expect_error;
+using testutil::TwoLayers;
 
 namespace {
 
@@ -91,15 +93,6 @@ OutOfMemoryError::Facts facts_of_failure(int64_t extra, const std::function<void
   ADD_FAILURE() << "nothing failed under a limit of " << extra << " bytes above what was live";
   return {};
 }
-
-struct TwoLayers : nn::Module {
-  nn::Linear fc1{64, 64}, fc2{64, 4096};
-  TwoLayers() {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  Tensor forward(const Tensor& x) override { return fc2(relu(fc1(x))); }
-};
 
 TEST(MemoryLimit, TheErrorSaysWhereTheRequestCameFrom) {
   TwoLayers net;

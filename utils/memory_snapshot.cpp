@@ -11,6 +11,7 @@
 #include "core/memory_history.h"
 #include "core/memory_limit.h"
 #include "core/memory_phase.h"
+#include "core/out_of_memory.h"
 #include "serialize/json.h"
 #include "utils/atomic_file.h"
 #include "utils/memory_timeline.h"
@@ -19,14 +20,6 @@ namespace ember::utils {
 namespace {
 
 constexpr const char* kOp = "write_memory_snapshot";
-
-// Who made a request: "matmul (forward, module 'fc2')", as much of it as is known.
-std::string asker(const memory::HistoryEvent& e) {
-  std::string details = e.phase;
-  if (!e.module.empty()) details += (details.empty() ? "module '" : ", module '") + e.module + "'";
-  const std::string op = e.op.empty() ? "a tensor outside any op" : e.op;
-  return details.empty() ? op : op + " (" + details + ")";
-}
 
 std::string json_text(const std::vector<memory::HistoryEvent>& events, size_t after_failure, Device device,
                       const std::string& error_message) {
@@ -64,7 +57,8 @@ std::string svg_text(const std::vector<memory::HistoryEvent>& events, Device dev
                                e.phase == memory::kBackwardPhase, e.phase == memory::kRecomputePhase});
   if (!events.empty() && events.back().failed) {
     const memory::HistoryEvent& e = events.back();
-    series.refused = RefusedRequest{e.time_ms - start, e.live_bytes, e.delta_bytes, asker(e)};
+    series.refused = RefusedRequest{e.time_ms - start, e.live_bytes, e.delta_bytes,
+                                    request_site(e.op.empty() ? "a tensor outside any op" : e.op, e.module, e.phase)};
   }
   const std::string title =
       detail::concat("memory snapshot of ", device.str(), series.refused ? " at the failure" : "");
